@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Session is the engine's view of one client connection. The network layer
+// creates it with NewSession and keeps it for the connection's life; the
+// engine keeps per-connection state here (client id, fetch sessions are
+// broker-wide). It carries no socket.
+type Session struct {
+	ID     uint64
+	Remote string
+}
+
+// Request is one decoded request on its way through a handler.
+type Request struct {
+	Key         int16
+	Version     int16
+	Correlation int32
+	ClientID    string
+	Msg         kmsg.Request
+	Session     *Session
+	Received    time.Time
+
+	broker *Broker
+	done   func(*Response)
+	frame  frameWriter
+}
+
+var errMalformed = errors.New("malformed request")
+
+// Handle decodes one request frame and answers it through done, exactly
+// once, possibly after Handle returned (long-polling fetch) and from another
+// goroutine. frame must stay untouched until done is called: decoded byte
+// fields (produce records) alias it.
+func (b *Broker) Handle(s *Session, frame []byte, done func(*Response)) {
+	r := &Request{Session: s, broker: b, done: done, Received: time.Now()}
+	body, err := r.parseHeader(frame)
+	if err != nil {
+		b.log.Debug("closing connection on bad request header", "remote", s.Remote, "err", err)
+		done(&Response{Close: true})
+		return
+	}
+	b.dispatch(r, body)
+}
+
+// parseHeader reads request header v1 or v2 and returns the body.
+func (r *Request) parseHeader(frame []byte) ([]byte, error) {
+	if len(frame) < 10 {
+		return nil, errMalformed
+	}
+	r.Key = int16(binary.BigEndian.Uint16(frame[0:]))
+	r.Version = int16(binary.BigEndian.Uint16(frame[2:]))
+	r.Correlation = int32(binary.BigEndian.Uint32(frame[4:]))
+	n := int16(binary.BigEndian.Uint16(frame[8:]))
+	rest := frame[10:]
+	if n > 0 {
+		if int(n) > len(rest) {
+			return nil, errMalformed
+		}
+		r.ClientID = string(rest[:n])
+		rest = rest[n:]
+	}
+	return rest, nil
+}
+
+// dispatch finds the handler, decodes the body and runs it, turning a panic
+// into a closed connection rather than a dead broker.
+func (b *Broker) dispatch(r *Request, body []byte) {
+	a := lookupAPI(r.Key)
+	if a == nil {
+		b.log.Debug("unknown api key", "key", r.Key, "remote", r.Session.Remote)
+		r.closeConn()
+		return
+	}
+	if r.Version < a.min || r.Version > a.max {
+		if r.Key == kmsg.ApiVersions.Int16() {
+			b.apiVersionsUnsupported(r)
+			return
+		}
+		b.log.Debug("unsupported version", "api", a.name, "version", r.Version)
+		r.closeConn()
+		return
+	}
+	msg := kmsg.RequestForKey(r.Key)
+	msg.SetVersion(r.Version)
+	if msg.IsFlexible() {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			r.closeConn()
+			return
+		}
+	}
+	if err := msg.ReadFrom(body); err != nil {
+		b.log.Debug("closing connection on undecodable request", "api", a.name, "version", r.Version, "err", err)
+		r.closeConn()
+		return
+	}
+	r.Msg = msg
+	b.metrics.requestStarted(a)
+	defer b.recoverHandler(r, a)
+	a.serve(b, r)
+}
+
+func (b *Broker) recoverHandler(r *Request, a *api) {
+	if p := recover(); p != nil {
+		b.log.Error("handler panic", "api", a.name, "version", r.Version,
+			"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		r.closeConn()
+	}
+}
+
+// skipTags skips the request header's tagged fields (header v2).
+func skipTags(b []byte) ([]byte, error) {
+	n, used := binary.Uvarint(b)
+	if used <= 0 {
+		return nil, errMalformed
+	}
+	b = b[used:]
+	for i := uint64(0); i < n; i++ {
+		_, u1 := binary.Uvarint(b)
+		if u1 <= 0 {
+			return nil, errMalformed
+		}
+		b = b[u1:]
+		size, u2 := binary.Uvarint(b)
+		if u2 <= 0 || uint64(len(b)-u2) < size {
+			return nil, errMalformed
+		}
+		b = b[u2+int(size):]
+	}
+	return b, nil
+}
+
+// Respond encodes resp (same key and version as the request) and completes
+// the request.
+func (r *Request) Respond(resp kmsg.Response) {
+	resp.SetVersion(r.Version)
+	w := r.beginResponse(resp.IsFlexible())
+	w.r.buf = resp.AppendTo(w.r.buf)
+	r.finish(w.finish())
+}
+
+// beginResponse starts a response frame with its header; handlers that
+// splice file regions (fetch) write the body themselves through the
+// returned writer and complete with r.finish(w.finish()).
+func (r *Request) beginResponse(flexible bool) *frameWriter {
+	w := &r.frame
+	w.begin(newResponse())
+	w.r.buf = binary.BigEndian.AppendUint32(w.r.buf, uint32(r.Correlation))
+	// ApiVersions responses always use header v0, so that a client can
+	// read them before it knows which versions the broker speaks.
+	if flexible && r.Key != kmsg.ApiVersions.Int16() {
+		w.r.buf = append(w.r.buf, 0) // no tagged fields
+	}
+	return w
+}
+
+// NoResponse completes a request that gets no answer (acks=0 produce).
+func (r *Request) NoResponse() { r.finish(nil) }
+
+func (r *Request) closeConn() {
+	r.done(&Response{Close: true})
+}
+
+func (r *Request) finish(resp *Response) {
+	r.broker.metrics.requestDone(r, resp)
+	r.done(resp)
+}
+
+// logger returns a logger annotated with the request's identity.
+func (r *Request) logger() *slog.Logger {
+	return r.broker.log.With("api", kmsg.NameForKey(r.Key), "client", r.ClientID)
+}
