@@ -25,10 +25,10 @@ type Broker struct {
 	topics  registry
 	metrics *Metrics
 
-	groups   *groupCoordinator   // consumer groups and committed offsets (groups.go)
-	sessions *fetchSessionCache  // incremental fetch sessions (fetch_sessions.go)
-	waiters  *fetchPurgatory     // long-polling fetches (fetch_purgatory.go)
-	pids     *producerIDManager  // InitProducerId allocation (producer_ids.go)
+	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
+	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
+	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
+	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once

@@ -77,4 +77,3 @@ func (m *Metrics) fetched(topic string, bytes, records int) {
 	m.bytesOut.WithLabelValues(topic).Add(float64(bytes))
 	m.recordsOut.WithLabelValues(topic).Add(float64(records))
 }
-

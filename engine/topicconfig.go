@@ -63,7 +63,10 @@ func init() {
 			func(s *TopicSettings, v string) { s.Log.IndexIntervalBytes = int32(atoi(v)) }, "bytes of log between offset index entries"},
 		{"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", cfgLong, constant(itoa(math.MaxInt64)), checkLong(1, math.MaxInt64), nil, "longest time a message stays uncompacted"},
 		{"max.message.bytes", "message.max.bytes", cfgInt, func(c *Config) string { return itoa(int64(c.MessageMaxBytes)) }, checkLong(0, math.MaxInt32),
-			func(s *TopicSettings, v string) { s.MaxMessageBytes = int32(atoi(v)); s.Log.MaxMessageBytes = int32(atoi(v)) }, "largest record batch accepted"},
+			func(s *TopicSettings, v string) {
+				s.MaxMessageBytes = int32(atoi(v))
+				s.Log.MaxMessageBytes = int32(atoi(v))
+			}, "largest record batch accepted"},
 		{"message.timestamp.type", "log.message.timestamp.type", cfgString, func(c *Config) string { return timestampTypeString(c.Log.TimestampType) }, checkTimestampType,
 			func(s *TopicSettings, v string) { _ = setTimestampType(&s.Log, v) }, "CreateTime or LogAppendTime"},
 		{"message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", cfgLong, constant(itoa(math.MaxInt64)), checkLong(0, math.MaxInt64), nil, "how far in the past a CreateTime may be"},
@@ -129,8 +132,8 @@ func (c *Config) DefaultTopicValue(name string) (string, bool) {
 }
 
 func constant(v string) func(*Config) string { return func(*Config) string { return v } }
-func itoa(v int64) string                     { return strconv.FormatInt(v, 10) }
-func atoi(v string) int64                     { n, _ := strconv.ParseInt(v, 10, 64); return n }
+func itoa(v int64) string                    { return strconv.FormatInt(v, 10) }
+func atoi(v string) int64                    { n, _ := strconv.ParseInt(v, 10, 64); return n }
 
 func checkLong(min, max int64) func(string) error {
 	return func(v string) error {
