@@ -1,0 +1,150 @@
+// Package server wires the engine to the network layer: it opens the
+// broker, listens, adapts netpoll's connection handlers to engine sessions
+// and shuts everything down in order. cmd/sluice and the tests share it.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-broker/sluice/engine"
+	"github.com/sluice-broker/sluice/netpoll"
+)
+
+// Options are what a server needs beyond the broker's own Config.
+type Options struct {
+	Config  engine.Config
+	Logger  *slog.Logger
+	Metrics string // host:port for /metrics; "" disables it
+}
+
+// Server is a running broker with its listener.
+type Server struct {
+	Broker *engine.Broker
+	ln     net.Listener
+	net    *netpoll.StdServer
+	http   *http.Server
+	log    *slog.Logger
+	served chan error
+}
+
+// Start opens the broker and starts serving. If Config.Listen has port 0 a
+// free port is chosen; Addr reports it (and Advertise should then be left
+// empty so clients are told the real port).
+func Start(o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	cfg := o.Config
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = advertiseFor(cfg.Listen, ln.Addr().(*net.TCPAddr))
+	}
+	b, err := engine.New(cfg, o.Logger)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s := &Server{Broker: b, ln: ln, log: o.Logger, served: make(chan error, 1)}
+	s.net = netpoll.NewStd(&handler{b: b}, netpoll.Options{
+		MaxFrame:    cfg.SocketRequestMaxBytes,
+		IdleTimeout: cfg.ConnectionsMaxIdle,
+		Logger:      o.Logger,
+	})
+	if o.Metrics != "" {
+		if err := s.startMetrics(o.Metrics); err != nil {
+			ln.Close()
+			b.Close()
+			return nil, err
+		}
+	}
+	go func() { s.served <- s.net.Serve(ln) }()
+	o.Logger.Info("listening", "addr", ln.Addr().String(), "advertised", cfg.Advertise)
+	return s, nil
+}
+
+// advertiseFor keeps the configured host but fills in the real port.
+func advertiseFor(listen string, bound *net.TCPAddr) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, fmt.Sprint(bound.Port))
+}
+
+func (s *Server) startMetrics(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", s.Broker.Metrics().Handler())
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go s.http.Serve(ln)
+	s.log.Info("metrics", "addr", ln.Addr().String())
+	return nil
+}
+
+// Addr is the address the broker listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Done reports when the accept loop stopped on its own (an error).
+func (s *Server) Done() <-chan error { return s.served }
+
+// Shutdown stops accepting, finishes in-flight requests, closes the
+// connections, then flushes and closes the broker (clean-shutdown marker).
+func (s *Server) Shutdown(ctx context.Context) error {
+	netErr := s.net.Shutdown(ctx)
+	if s.http != nil {
+		s.http.Shutdown(ctx)
+	}
+	return errors.Join(netErr, s.Broker.Close())
+}
+
+// handler adapts netpoll to the engine.
+type handler struct {
+	b      *engine.Broker
+	nextID atomic.Uint64
+}
+
+func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
+	c := &conn{b: h.b, s: &engine.Session{ID: h.nextID.Add(1), Remote: remote.String()}}
+	c.done = c.complete
+	h.b.Metrics().ConnOpened()
+	return c
+}
+
+// conn is one connection's adapter. Requests on a connection are served one
+// at a time, so reply is only ever the current request's callback.
+type conn struct {
+	b     *engine.Broker
+	s     *engine.Session
+	reply func(netpoll.Reply)
+	done  func(*engine.Response) // c.complete, bound once
+}
+
+func (c *conn) Serve(frame []byte, reply func(netpoll.Reply)) {
+	c.reply = reply
+	c.b.Handle(c.s, frame, c.done)
+}
+
+// complete converts the engine's answer: a nil *Response must become a nil
+// interface, not an interface holding a nil pointer.
+func (c *conn) complete(r *engine.Response) {
+	if r == nil {
+		c.reply(nil)
+		return
+	}
+	c.reply(r)
+}
+
+func (c *conn) Closed() { c.b.Metrics().ConnClosed() }
