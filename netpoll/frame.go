@@ -22,26 +22,29 @@ const (
 
 var framePools [maxClass + 1]sync.Pool
 
-// getFrame returns a buffer of length n from its size class.
-func getFrame(n int) []byte {
+// getFrame returns a buffer of length n from its size class. The pool holds
+// *[]byte so that putting a buffer back does not allocate a slice header.
+func getFrame(n int) *[]byte {
 	c := sizeClass(n)
 	if c > maxClass {
-		return make([]byte, n)
+		b := make([]byte, n)
+		return &b
 	}
 	if p, _ := framePools[c].Get().(*[]byte); p != nil {
-		return (*p)[:n]
+		*p = (*p)[:n]
+		return p
 	}
-	return make([]byte, n, 1<<c)
+	b := make([]byte, n, 1<<c)
+	return &b
 }
 
 // putFrame returns a buffer from getFrame to its pool.
-func putFrame(b []byte) {
-	c := sizeClass(cap(b))
-	if c > maxClass || cap(b) != 1<<c {
+func putFrame(p *[]byte) {
+	c := sizeClass(cap(*p))
+	if c > maxClass || cap(*p) != 1<<c {
 		return
 	}
-	b = b[:0]
-	framePools[c].Put(&b)
+	framePools[c].Put(p)
 }
 
 func sizeClass(n int) int {
@@ -53,7 +56,7 @@ func sizeClass(n int) int {
 
 // readFrame reads one size-prefixed frame into a pooled buffer. hdr is a
 // 4-byte scratch buffer owned by the caller (so reading allocates nothing).
-func readFrame(r io.Reader, hdr []byte, max int32) ([]byte, error) {
+func readFrame(r io.Reader, hdr []byte, max int32) (*[]byte, error) {
 	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 		return nil, err
 	}
@@ -62,7 +65,7 @@ func readFrame(r io.Reader, hdr []byte, max int32) ([]byte, error) {
 		return nil, err
 	}
 	buf := getFrame(int(n))
-	if _, err := io.ReadFull(r, buf); err != nil {
+	if _, err := io.ReadFull(r, *buf); err != nil {
 		putFrame(buf)
 		return nil, err
 	}

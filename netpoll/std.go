@@ -155,7 +155,7 @@ func (c *stdConn) serve() {
 			c.logReadError(err)
 			return
 		}
-		h.Serve(frame, c.replyFn)
+		h.Serve(*frame, c.replyFn)
 		r := <-c.replies
 		putFrame(frame)
 		if r == nil {
