@@ -1,0 +1,250 @@
+package engine
+
+// Metadata (key 3), versions 0-12.
+//
+// Brokers: this node only (rack null). The controller id is this node too:
+// clients use it only to route admin requests, which this broker serves.
+//
+// Topics: all topics (v0: an empty list; v1+: a null list), the named ones,
+// or, from v12, topics looked up by id (name null). v10-11 requests that
+// name a topic by id or leave a name null are rejected with INVALID_REQUEST
+// for every topic, as Kafka does. Internal topics are listed with the rest
+// and flagged IsInternal.
+//
+// Auto-creation: an unknown, validly named topic is created with
+// num.partitions partitions when auto.create.topics.enable is on and, from
+// v4, the request sets AllowAutoTopicCreation. Kafka answers
+// LEADER_NOT_AVAILABLE the first time because its creation goes through the
+// controller asynchronously; here creation is synchronous and finished
+// before we answer, so the topic is returned ready (error 0, leader set).
+// Every client accepts that, and it spares them a retry round-trip and
+// backoff before their first produce. Internal topic names are never
+// auto-created: their coordinators create them with their own layout.
+// Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
+// is on, unknown ones UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id).
+//
+// There is no authorizer: authorized-operation bitfields (v8+), when asked
+// for, report every operation Kafka supports on the resource, as Kafka does
+// without an authorizer; otherwise they carry Kafka's "not requested" value.
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.Metadata, 0, 12, (*Broker).handleMetadata) }
+
+// ACL operation bit positions (Kafka's AclOperation codes).
+const (
+	aclRead            = 3
+	aclWrite           = 4
+	aclCreate          = 5
+	aclDelete          = 6
+	aclAlter           = 7
+	aclDescribe        = 8
+	aclClusterAction   = 9
+	aclDescribeConfigs = 10
+	aclAlterConfigs    = 11
+	aclIdempotentWrite = 12
+)
+
+// topicAuthorizedOps and clusterAuthorizedOps are every operation Kafka
+// supports on a topic and on the cluster: what Kafka reports with no
+// authorizer configured.
+const (
+	topicAuthorizedOps int32 = 1<<aclRead | 1<<aclWrite | 1<<aclCreate | 1<<aclDelete |
+		1<<aclAlter | 1<<aclDescribe | 1<<aclDescribeConfigs | 1<<aclAlterConfigs
+	clusterAuthorizedOps int32 = 1<<aclCreate | 1<<aclClusterAction | 1<<aclDescribeConfigs |
+		1<<aclAlterConfigs | 1<<aclIdempotentWrite | 1<<aclAlter | 1<<aclDescribe
+)
+
+// internalTopicNames are the topics Kafka reserves for its coordinators.
+var internalTopicNames = map[string]bool{offsetsTopic: true, "__transaction_state": true, "__share_group_state": true}
+
+func (b *Broker) handleMetadata(r *Request) {
+	req := r.Msg.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	resp.ClusterID = &b.clusterID
+	resp.ControllerID = b.cfg.NodeID
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterAuthorizedOps
+	}
+	m := metadataBuilder{b: b, req: req, version: r.Version, replicas: []int32{b.cfg.NodeID}}
+	switch {
+	case req.Topics == nil || r.Version == 0 && len(req.Topics) == 0:
+		for _, t := range b.Topics() {
+			resp.Topics = append(resp.Topics, m.topic(t))
+		}
+	case r.Version >= 10 && r.Version <= 11 && usesTopicIDs(req):
+		resp.Topics = metadataRequestErrors(req, kerr.InvalidRequest.Code)
+	default:
+		resp.Topics = m.requested()
+	}
+	r.Respond(resp)
+}
+
+// usesTopicIDs reports whether any topic is requested by id, which Kafka
+// accepts from v12 only.
+func usesTopicIDs(req *kmsg.MetadataRequest) bool {
+	for i := range req.Topics {
+		if req.Topics[i].Topic == nil || req.Topics[i].TopicID != [16]byte{} {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataRequestErrors answers every requested topic with code.
+func metadataRequestErrors(req *kmsg.MetadataRequest, code int16) []kmsg.MetadataResponseTopic {
+	out := make([]kmsg.MetadataResponseTopic, 0, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		name := ""
+		if rt.Topic != nil {
+			name = *rt.Topic
+		}
+		t := kmsg.NewMetadataResponseTopic()
+		t.Topic, t.TopicID, t.ErrorCode = &name, rt.TopicID, code
+		out = append(out, t)
+	}
+	return out
+}
+
+// metadataBuilder builds the topic entries of one Metadata response.
+type metadataBuilder struct {
+	b        *Broker
+	req      *kmsg.MetadataRequest
+	version  int16
+	replicas []int32 // [this node], shared by every partition (read-only)
+}
+
+// requested answers the topics named (or identified) in the request, each
+// once, in request order.
+func (m *metadataBuilder) requested() []kmsg.MetadataResponseTopic {
+	out := make([]kmsg.MetadataResponseTopic, 0, len(m.req.Topics))
+	seenNames := make(map[string]bool, len(m.req.Topics))
+	seenIDs := make(map[[16]byte]bool)
+	for i := range m.req.Topics {
+		rt := &m.req.Topics[i]
+		if rt.Topic == nil {
+			if !seenIDs[rt.TopicID] {
+				seenIDs[rt.TopicID] = true
+				out = append(out, m.byID(rt.TopicID))
+			}
+			continue
+		}
+		if !seenNames[*rt.Topic] {
+			seenNames[*rt.Topic] = true
+			out = append(out, m.byName(*rt.Topic))
+		}
+	}
+	return out
+}
+
+func (m *metadataBuilder) byID(id [16]byte) kmsg.MetadataResponseTopic {
+	if t := m.b.TopicByID(id); t != nil {
+		return m.topic(t)
+	}
+	st := kmsg.NewMetadataResponseTopic()
+	st.TopicID = id
+	st.ErrorCode = kerr.UnknownTopicID.Code
+	return st
+}
+
+func (m *metadataBuilder) byName(name string) kmsg.MetadataResponseTopic {
+	t := m.b.Topic(name)
+	var err error
+	if t == nil {
+		t, err = m.create(name)
+	}
+	if err != nil {
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic = &name
+		st.IsInternal = internalTopicNames[name]
+		st.ErrorCode = ErrorCode(err)
+		return st
+	}
+	return m.topic(t)
+}
+
+// create auto-creates an unknown topic if the request and the broker allow
+// it; otherwise it returns why the topic cannot be answered.
+func (m *metadataBuilder) create(name string) (*Topic, error) {
+	if m.version >= 4 && !m.req.AllowAutoTopicCreation {
+		return nil, unknownTopic(name)
+	}
+	return m.b.AutoCreateTopic(name)
+}
+
+func unknownTopic(name string) error {
+	if err := ValidTopicName(name); err != nil {
+		return topicErr(kerr.InvalidTopicException, "%v", err)
+	}
+	return topicErr(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
+}
+
+// topic describes an existing topic: every partition led by this node with
+// this node as its only replica and in-sync replica.
+func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
+	st := kmsg.NewMetadataResponseTopic()
+	st.Topic = &t.Name
+	st.TopicID = t.ID
+	st.IsInternal = t.Internal
+	if m.req.IncludeTopicAuthorizedOperations {
+		st.AuthorizedOperations = topicAuthorizedOps
+	}
+	parts := t.Partitions()
+	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(parts))
+	for i, p := range parts {
+		sp := &st.Partitions[i]
+		sp.Partition = p.Index
+		sp.Leader = m.b.cfg.NodeID
+		sp.LeaderEpoch = p.LeaderEpoch.Load()
+		sp.Replicas = m.replicas
+		sp.ISR = m.replicas
+		sp.OfflineReplicas = []int32{}
+	}
+	return st
+}
+
+// AutoCreateTopic creates an unknown topic as auto.create.topics.enable
+// does: num.partitions partitions, no overrides. A topic created by someone
+// else in the meantime is returned as if this call had made it. Internal
+// topic names are refused: their coordinators create them.
+func (b *Broker) AutoCreateTopic(name string) (*Topic, error) {
+	if !b.cfg.AutoCreateTopics || internalTopicNames[name] {
+		return nil, unknownTopic(name)
+	}
+	if err := ValidTopicName(name); err != nil {
+		return nil, topicErr(kerr.InvalidTopicException, "%v", err)
+	}
+	if err := b.checkTopicCollision(name); err != nil {
+		return nil, err
+	}
+	t, err := b.CreateTopic(name, -1, nil, false)
+	if err != nil && ErrorCode(err) == kerr.TopicAlreadyExists.Code {
+		if t = b.Topic(name); t != nil {
+			return t, nil
+		}
+	}
+	return t, err
+}
+
+// checkTopicCollision refuses a name that differs from an existing topic
+// only by '.' versus '_'; Kafka refuses those because the two would share
+// metric names, and tools built on Kafka assume they cannot coexist.
+func (b *Broker) checkTopicCollision(name string) error {
+	if !strings.ContainsAny(name, "._") {
+		return nil
+	}
+	key := strings.ReplaceAll(name, ".", "_")
+	for _, t := range b.Topics() {
+		if t.Name != name && strings.ReplaceAll(t.Name, ".", "_") == key {
+			return topicErr(kerr.InvalidTopicException, "Topic '%s' collides with existing topic: %s", name, t.Name)
+		}
+	}
+	return nil
+}
