@@ -1,0 +1,351 @@
+package storage
+
+import (
+	"math"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// AppendEntry is one record set to append, with its outcome.
+type AppendEntry struct {
+	Records []byte // one or more RecordBatch v2; rewritten in place
+	// filled by Append:
+	Result AppendResult
+	Err    error
+}
+
+// AppendResult is what the produce response needs for one entry.
+type AppendResult struct {
+	FirstOffset    int64 // base offset assigned to the first batch
+	LastOffset     int64
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+	Duplicate      bool // idempotent retry: offsets are the original ones, nothing written
+}
+
+// AppendOptions apply to a whole Append call.
+type AppendOptions struct {
+	LeaderEpoch int32 // stored in each batch's partitionLeaderEpoch; new epochs start an entry in the leader-epoch file
+	NowMs       int64 // 0 = time.Now()
+	// AllowControl admits control batches (transaction markers written by
+	// the broker itself); clients may not write them.
+	AllowControl bool
+}
+
+// Append validates and appends many record sets with one write/writev.
+// Each entry is validated independently: a bad entry gets Err and nothing of
+// it is written; the good ones are appended in slice order, with one
+// pwritev per segment touched. Append rewrites baseOffset and
+// partitionLeaderEpoch in place in the caller's buffer (and, for
+// LogAppendTime topics, the timestamps and CRC). It allocates nothing when
+// the caller reuses the slice. The error is only for log-level failure
+// (a sticky I/O error, or the log is closed); every entry then carries it too.
+func (l *Log) Append(entries []AppendEntry, opt AppendOptions) error {
+	now := opt.NowMs
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	l.mu.Lock()
+	err := l.appendLocked(entries, &opt, now)
+	flush := err == nil && l.flushDueLocked(now)
+	l.mu.Unlock()
+	if flush {
+		err = l.Flush()
+	}
+	return err
+}
+
+func (l *Log) appendLocked(entries []AppendEntry, opt *AppendOptions, now int64) error {
+	if err := l.appendableLocked(); err != nil {
+		failEntries(entries, err)
+		return err
+	}
+	first, staged := int64(-1), 0 // entries[staged:i] may be in the pending write
+	for i := range entries {
+		e := &entries[i]
+		e.Err, e.Result = nil, AppendResult{FirstOffset: -1, LastOffset: -1, LogAppendTime: -1}
+		n, batches, err := l.prepareEntry(e, opt, now)
+		if err != nil || e.Result.Duplicate {
+			e.Err = err
+			continue
+		}
+		if l.rollNeededLocked(n, batches, l.mu.nextOffset+e.Result.LastOffset, now) {
+			if err := l.writeStagedLocked(entries[staged:i]); err != nil {
+				failEntries(entries[i:], err)
+				return err
+			}
+			if err := l.rollLocked(now); err != nil {
+				failEntries(entries[i:], err)
+				return err
+			}
+			staged = i
+		}
+		if first < 0 {
+			first = l.mu.nextOffset
+		}
+		l.stageLocked(e, n, opt.LeaderEpoch, now)
+	}
+	if err := l.writeStagedLocked(entries[staged:]); err != nil {
+		return err
+	}
+	if first >= 0 && l.epochs.assign(opt.LeaderEpoch, first) {
+		if err := l.epochs.persist(); err != nil {
+			l.setErrLocked(err)
+			return l.mu.err
+		}
+	}
+	return nil
+}
+
+func (l *Log) appendableLocked() error {
+	if l.mu.closed || l.closed.Load() {
+		return ErrClosed
+	}
+	return l.mu.err
+}
+
+func failEntries(entries []AppendEntry, err error) {
+	for i := range entries {
+		if entries[i].Err == nil && !entries[i].Result.Duplicate {
+			entries[i].Err = err
+		}
+	}
+}
+
+// prepareEntry validates a record set and runs the idempotent producer
+// checks. On success Result.LastOffset temporarily holds the record count
+// minus one (offsets are assigned when the entry is staged). A duplicate
+// sets Result.Duplicate with the original offsets.
+func (l *Log) prepareEntry(e *AppendEntry, opt *AppendOptions, now int64) (n, batches int64, err error) {
+	cfg := &l.mu.cfg
+	n, batches, records, err := validateRecordSet(e.Records, int64(cfg.MaxMessageBytes), opt.AllowControl)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n > cfg.SegmentBytes {
+		return 0, 0, ErrRecordListTooLarge
+	}
+	if dup, isDup, err := l.checkProducersLocked(e.Records, now); err != nil {
+		return 0, 0, err
+	} else if isDup {
+		e.Result.Duplicate = true
+		e.Result.FirstOffset, e.Result.LastOffset = dup.firstOffset, dup.lastOffset
+		e.Result.LogStartOffset = l.logStart.Load()
+		return 0, 0, nil
+	}
+	e.Result.LastOffset = records - 1
+	return n, batches, nil
+}
+
+// validateRecordSet checks every batch of a record set and returns its size,
+// batch count and record count.
+func validateRecordSet(b []byte, maxSize int64, allowControl bool) (n, batches, records int64, err error) {
+	if len(b) == 0 {
+		return 0, 0, 0, errEmptyRecordSet
+	}
+	for n < int64(len(b)) {
+		size, err := checkBatch(b[n:], maxSize)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if b[n+posAttributes+1]&attrControl != 0 && !allowControl {
+			return 0, 0, 0, errControlFromClient
+		}
+		batches++
+		records += batchNumRecords(b[n:])
+		n += size
+	}
+	return n, batches, records, nil
+}
+
+// checkProducersLocked applies the idempotent producer rules to each batch
+// with a producer id, updating the state as it goes and undoing its updates
+// if a later batch of the same record set is rejected.
+func (l *Log) checkProducersLocked(b []byte, now int64) (dup batchMeta, isDup bool, err error) {
+	p := l.producers
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l.mu.undo = l.mu.undo[:0]
+	off := l.mu.nextOffset
+	for pos := int64(0); pos < int64(len(b)); pos += batchSize(b[pos:]) {
+		h, _ := ParseBatchHeader(b[pos:])
+		h.BaseOffset = off
+		off += int64(h.NumRecords)
+		if !h.HasProducerID() {
+			continue
+		}
+		if l.mu.cfg.TimestampType == LogAppendTime {
+			h.MaxTimestamp = now
+		}
+		if dup, isDup, err = p.check(&h); err != nil || isDup {
+			p.undo(l.mu.undo)
+			return dup, isDup, err
+		}
+		l.mu.undo = append(l.mu.undo, p.update(&h))
+	}
+	return batchMeta{}, false, nil
+}
+
+// stageLocked assigns offsets to an entry's batches, rewrites them in place,
+// stages their index entries and queues the bytes for the next write.
+func (l *Log) stageLocked(e *AppendEntry, n int64, epoch int32, now int64) {
+	s, cfg := l.mu.active, &l.mu.cfg
+	b := e.Records[:n]
+	e.Result.FirstOffset = l.mu.nextOffset
+	e.Result.LogStartOffset = l.logStart.Load()
+	for pos := int64(0); pos < n; {
+		size := batchSize(b[pos:])
+		batch := b[pos : pos+size]
+		setBaseOffset(batch, l.mu.nextOffset)
+		setLeaderEpoch(batch, epoch)
+		if cfg.TimestampType == LogAppendTime {
+			setLogAppendTime(batch, size, now)
+			e.Result.LogAppendTime = now
+		}
+		last := l.mu.nextOffset + batchLastOffsetDelta(batch)
+		s.trackBatch(s.size.Load()+l.mu.pending+pos, size, last, batchMaxTimestamp(batch), cfg.IndexIntervalBytes)
+		l.mu.nextOffset = last + 1
+		l.mu.unflushedMsgs += batchNumRecords(batch)
+		pos += size
+	}
+	e.Result.LastOffset = l.mu.nextOffset - 1
+	l.mu.pending += n
+	var iov unix.Iovec
+	iov.Base = &b[0]
+	iov.SetLen(int(n))
+	l.mu.iov = append(l.mu.iov, iov)
+}
+
+// rollNeededLocked reports whether the entry must go to a new segment:
+// segment.bytes or segment.ms reached, an index full, or an offset that no
+// longer fits the 32-bit relative offsets of the indexes. An empty segment
+// is never rolled.
+func (l *Log) rollNeededLocked(n, batches, lastOffset, now int64) bool {
+	s, cfg := l.mu.active, &l.mu.cfg
+	size := s.size.Load() + l.mu.pending
+	if size == 0 {
+		return false
+	}
+	return size+n > cfg.SegmentBytes ||
+		now-s.createdMs >= cfg.SegmentMs ||
+		s.ix.off.full(batches) || s.ix.tim.full(batches) ||
+		lastOffset-s.base > math.MaxInt32
+}
+
+// writeStagedLocked writes the staged bytes with pwritev and publishes them:
+// index entries first, then the log end offset, so a reader that sees the
+// new end also finds the batches and their index entries. On failure the
+// error sticks and the entries get it.
+func (l *Log) writeStagedLocked(entries []AppendEntry) error {
+	if l.mu.pending == 0 {
+		return nil
+	}
+	s := l.mu.active
+	pos := s.size.Load()
+	err := pwritevAll(int(s.log.Fd()), l.mu.iov, pos)
+	clear(l.mu.iov) // do not keep callers' buffers alive
+	l.mu.iov = l.mu.iov[:0]
+	if err != nil {
+		s.ix.off.discard()
+		s.ix.tim.discard()
+		s.log.Truncate(pos) // best effort; recovery would cut the torn tail anyway
+		l.setErrLocked(err)
+		failEntries(entries, l.mu.err)
+		return l.mu.err
+	}
+	end := pos + l.mu.pending
+	l.mu.pending = 0
+	s.size.Store(end)
+	l.size.Add(end - pos)
+	s.publishIndexes()
+	l.leo.store(mark{l.mu.nextOffset, s.base, end})
+	return nil
+}
+
+// iovMax is Linux's IOV_MAX.
+const iovMax = 1024
+
+// pwritevAll writes all of iov at off, continuing after short writes. It
+// calls the syscall directly so that no Go-side iovec conversion allocates.
+func pwritevAll(fd int, iov []unix.Iovec, off int64) error {
+	for len(iov) > 0 {
+		chunk := iov[:min(len(iov), iovMax)]
+		n, _, errno := unix.Syscall6(unix.SYS_PWRITEV, uintptr(fd), uintptr(unsafe.Pointer(&chunk[0])),
+			uintptr(len(chunk)), uintptr(off), uintptr(uint64(off)>>32), 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return errno
+		}
+		if n == 0 {
+			return unix.EIO
+		}
+		off += int64(n)
+		iov = advanceIovecs(iov, int64(n))
+	}
+	return nil
+}
+
+// advanceIovecs drops n written bytes from the front of iov.
+func advanceIovecs(iov []unix.Iovec, n int64) []unix.Iovec {
+	for len(iov) > 0 && n >= int64(iov[0].Len) {
+		n -= int64(iov[0].Len)
+		iov = iov[1:]
+	}
+	if n > 0 {
+		iov[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(iov[0].Base), n))
+		iov[0].Len -= uint64(n)
+	}
+	return iov
+}
+
+// rollLocked seals the active segment and starts a new one at the log end
+// offset. The sealed segment's log is fsynced by a background flush, not
+// here, so producers do not wait for it.
+func (l *Log) rollLocked(now int64) error {
+	old := l.mu.active
+	old.finalTimeEntry()
+	if err := old.seal(); err != nil {
+		l.setErrLocked(err)
+		return l.mu.err
+	}
+	s, err := createSegment(l.dir, l.mu.nextOffset, l.mu.cfg)
+	if err != nil {
+		l.setErrLocked(err)
+		return l.mu.err
+	}
+	s.createdMs = now
+	l.segs.Store(l.segs.Load().with(s))
+	l.mu.active = s
+	l.leo.store(mark{l.mu.nextOffset, s.base, 0})
+	go l.Flush()
+	return nil
+}
+
+// MaybeRoll rolls the active segment when segment.ms has passed, and flushes
+// if flush.ms has: both are time-based, so the owner calls this periodically.
+func (l *Log) MaybeRoll(nowMs int64) error {
+	l.mu.Lock()
+	err := l.appendableLocked()
+	s := l.mu.active
+	if err == nil && s.size.Load() > 0 && nowMs-s.createdMs >= l.mu.cfg.SegmentMs {
+		err = l.rollLocked(nowMs)
+	}
+	flush := err == nil && l.flushDueLocked(nowMs)
+	l.mu.Unlock()
+	if flush {
+		err = l.Flush()
+	}
+	return err
+}
+
+// flushDueLocked applies flush.messages and flush.ms.
+func (l *Log) flushDueLocked(now int64) bool {
+	if l.mu.unflushedMsgs == 0 {
+		return false
+	}
+	return l.mu.unflushedMsgs >= l.mu.cfg.FlushMessages || now-l.mu.lastFlushMs >= l.mu.cfg.FlushMs
+}

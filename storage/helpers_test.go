@@ -1,0 +1,130 @@
+package storage
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"os"
+	"testing"
+)
+
+// batchSpec describes a RecordBatch v2 for tests.
+type batchSpec struct {
+	records   int
+	valueSize int
+	ts        int64 // first timestamp; record i gets ts+i
+	pid       int64 // -1 for none
+	epoch     int16
+	seq       int32
+	attrs     int16
+	fill      byte
+}
+
+func spec(records, valueSize int) batchSpec {
+	return batchSpec{records: records, valueSize: valueSize, ts: 1_700_000_000_000, pid: -1, epoch: -1, seq: -1}
+}
+
+// buildBatch encodes a valid, uncompressed RecordBatch v2 with baseOffset 0.
+func buildBatch(s batchSpec) []byte {
+	var recs []byte
+	value := make([]byte, s.valueSize)
+	for i := range value {
+		value[i] = s.fill + byte(i)
+	}
+	for i := 0; i < s.records; i++ {
+		var body []byte
+		body = append(body, 0)                        // attributes
+		body = binary.AppendVarint(body, int64(i))    // timestamp delta
+		body = binary.AppendVarint(body, int64(i))    // offset delta
+		body = binary.AppendVarint(body, -1)          // null key
+		body = binary.AppendVarint(body, int64(len(value)))
+		body = append(body, value...)
+		body = binary.AppendVarint(body, 0) // headers
+		recs = binary.AppendVarint(recs, int64(len(body)))
+		recs = append(recs, body...)
+	}
+	be := binary.BigEndian
+	b := make([]byte, BatchHeaderLen, BatchHeaderLen+len(recs))
+	be.PutUint64(b[posBaseOffset:], 0)
+	be.PutUint32(b[posLength:], uint32(BatchHeaderLen-logOverhead+len(recs)))
+	be.PutUint32(b[posLeaderEpoch:], 0xffffffff)
+	b[posMagic] = 2
+	be.PutUint16(b[posAttributes:], uint16(s.attrs))
+	be.PutUint32(b[posLastOffsetDelta:], uint32(s.records-1))
+	be.PutUint64(b[posFirstTimestamp:], uint64(s.ts))
+	be.PutUint64(b[posMaxTimestamp:], uint64(s.ts+int64(s.records)-1))
+	be.PutUint64(b[posProducerID:], uint64(s.pid))
+	be.PutUint16(b[posProducerEpoch:], uint16(s.epoch))
+	be.PutUint32(b[posBaseSequence:], uint32(s.seq))
+	be.PutUint32(b[posNumRecords:], uint32(s.records))
+	b = append(b, recs...)
+	be.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+func testConfig() Config {
+	c := DefaultConfig()
+	c.FileDeleteDelayMs = 0
+	return c
+}
+
+func mustOpen(t testing.TB, dir string, cfg Config) *Log {
+	t.Helper()
+	l, err := Open(dir, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return l
+}
+
+// appendOne appends one record set and returns its result.
+func appendOne(t testing.TB, l *Log, b []byte) AppendResult {
+	t.Helper()
+	e := []AppendEntry{{Records: b}}
+	if err := l.Append(e, AppendOptions{}); err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if e[0].Err != nil {
+		t.Fatalf("Append entry: %v", e[0].Err)
+	}
+	return e[0].Result
+}
+
+// readRegion returns the bytes a Region refers to.
+func readRegion(t testing.TB, r Region) []byte {
+	t.Helper()
+	if r.Len == 0 {
+		return nil
+	}
+	b := make([]byte, r.Len)
+	if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+		t.Fatalf("ReadAt: %v", err)
+	}
+	return b
+}
+
+// splitBatches splits a record set into its batches' headers.
+func splitBatches(t testing.TB, b []byte) []BatchHeader {
+	t.Helper()
+	var hs []BatchHeader
+	for len(b) > 0 {
+		h, err := ParseBatchHeader(b)
+		if err != nil {
+			t.Fatalf("ParseBatchHeader: %v", err)
+		}
+		if _, err := checkBatch(b, 0); err != nil {
+			t.Fatalf("read back bad batch at offset %d: %v", h.BaseOffset, err)
+		}
+		hs = append(hs, h)
+		b = b[h.Size():]
+	}
+	return hs
+}
+
+func fileSize(t testing.TB, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}

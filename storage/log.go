@@ -1,0 +1,356 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Region is a byte range of a segment file, returned by reads instead of bytes.
+// File stays valid (not closed) for at least FileDeleteDelay after the segment is
+// deleted, so an in-flight sendfile never hits a closed or reused descriptor.
+type Region struct {
+	File *os.File
+	Pos  int64 // byte position in File
+	Len  int64 // 0 means nothing to read
+}
+
+// Log is one partition's log: a directory of segments. Appends are
+// serialised by mu; reads take no lock (see Read).
+type Log struct {
+	dir string
+
+	// Published state for lock-free readers.
+	segs     atomic.Pointer[segList]
+	leo      endMark      // log end offset; written under mu
+	hw       endMark      // high watermark; written under hwMu
+	logStart atomic.Int64 // Invariant: segs[0].base <= logStart <= hw <= leo
+	size     atomic.Int64 // sum of segment sizes
+	closed   atomic.Bool
+
+	epochs    *epochCache
+	producers *producerState // its own lock; updated only under mu
+
+	hwMu sync.Mutex // one writer at a time for the hw seqlock
+
+	mu struct {
+		sync.Mutex
+		cfg    Config
+		err    error // sticky: the first failed write or fsync
+		closed bool
+		active *segment // == segs.last()
+
+		// nextOffset is the offset the next batch gets. Invariant: equals
+		// leo.off except inside Append, where it runs ahead of what is
+		// written.
+		nextOffset int64
+		pending    int64 // bytes staged for the current write
+		iov        []unix.Iovec
+		undo       []producerUndo
+
+		unflushedMsgs int64
+		lastFlushMs   int64
+	}
+
+	// flushMu serialises flushes: fsyncs and checkpoint writes.
+	flushMu sync.Mutex
+	flushed struct { // guarded by flushMu
+		rp           recoveryPoint // everything before it is fsynced
+		diskRP       recoveryPoint // the recovery point in the checkpoint file
+		checkpointMs int64         // when diskRP was written
+		snapshotOff  int64         // offset of the newest producer snapshot, -1 if none
+	}
+
+	deleting sync.WaitGroup // pending delayed file removals
+}
+
+// endMark is an offset with the byte position it corresponds to, published
+// as a seqlock so readers see a consistent (offset, segment, position)
+// triple without a lock or an allocation per append.
+type endMark struct {
+	seq  atomic.Uint64 // odd while a write is in progress
+	off  atomic.Int64
+	base atomic.Int64 // base offset of the segment pos refers to
+	pos  atomic.Int64
+}
+
+type mark struct{ off, base, pos int64 }
+
+// store is called by one writer at a time.
+func (m *endMark) store(v mark) {
+	m.seq.Add(1)
+	m.off.Store(v.off)
+	m.base.Store(v.base)
+	m.pos.Store(v.pos)
+	m.seq.Add(1)
+}
+
+func (m *endMark) load() mark {
+	for {
+		s := m.seq.Load()
+		if s&1 == 0 {
+			v := mark{m.off.Load(), m.base.Load(), m.pos.Load()}
+			if m.seq.Load() == s {
+				return v
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+// segList is an immutable, sorted list of segments; appends that change the
+// set of segments publish a new one.
+type segList struct {
+	bases []int64 // bases[i] == segs[i].base, kept apart for a cache-friendly search
+	segs  []*segment
+}
+
+func newSegList(segs []*segment) *segList {
+	l := &segList{bases: make([]int64, len(segs)), segs: segs}
+	for i, s := range segs {
+		l.bases[i] = s.base
+	}
+	return l
+}
+
+// find returns the index of the segment that would hold offset (the last one
+// with base <= offset), or -1.
+func (l *segList) find(offset int64) int {
+	lo, hi := 0, len(l.bases)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if l.bases[mid] <= offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo - 1
+}
+
+func (l *segList) last() *segment { return l.segs[len(l.segs)-1] }
+
+func (l *segList) with(s *segment) *segList {
+	return newSegList(append(slices.Clip(l.segs), s))
+}
+
+// Open opens or creates the log in dir and recovers it if it was not shut
+// down cleanly.
+func Open(dir string, cfg Config) (*Log, error) {
+	cfg = cfg.normalized()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir}
+	l.mu.cfg = cfg
+	l.mu.lastFlushMs = time.Now().UnixMilli()
+	if err := l.load(); err != nil {
+		l.closeSegments()
+		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// SetConfig changes the configuration; new segment sizes apply from the next
+// roll, retention from the next EnforceRetention.
+func (l *Log) SetConfig(cfg Config) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.cfg = cfg.normalized()
+}
+
+func (l *Log) config() Config {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.cfg
+}
+
+// LogStartOffset is the first offset that may be read.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the offset the next appended record gets.
+func (l *Log) LogEndOffset() int64 { return l.leo.load().off }
+
+// HighWatermark is the end of what consumers may read.
+func (l *Log) HighWatermark() int64 { return l.hw.load().off }
+
+// Size is the number of bytes in all segments.
+func (l *Log) Size() int64 { return l.size.Load() }
+
+// LatestEpoch is the newest leader epoch in the log, or -1.
+func (l *Log) LatestEpoch() int32 { return l.epochs.latest() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: the end offset of the
+// largest epoch <= epoch, or (-1, -1) if it is unknown.
+func (l *Log) EndOffsetForEpoch(epoch int32) (foundEpoch int32, endOffset int64) {
+	return l.epochs.endOffsetFor(epoch, l.LogEndOffset())
+}
+
+// Producers lists the idempotent producers with state in this partition.
+func (l *Log) Producers() []ProducerInfo { return l.producers.infos() }
+
+// SetHighWatermark sets the high watermark, clamped to [log start, LEO].
+func (l *Log) SetHighWatermark(offset int64) {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	l.setHighWatermarkLocked(offset)
+}
+
+func (l *Log) setHighWatermarkLocked(offset int64) {
+	leo := l.leo.load()
+	offset = max(min(offset, leo.off), l.logStart.Load())
+	if offset == leo.off {
+		l.hw.store(leo)
+		return
+	}
+	if m, ok := l.markFor(offset); ok {
+		l.hw.store(m)
+	}
+}
+
+// markFor finds the position of the batch holding offset, the position the
+// high watermark refers to. Reads below the high watermark then stop at
+// that batch's start, as Kafka's do.
+func (l *Log) markFor(offset int64) (mark, bool) {
+	segs := l.segs.Load()
+	i := segs.find(offset)
+	if i < 0 {
+		return mark{}, false
+	}
+	s := segs.segs[i]
+	end := s.size.Load()
+	if offset == s.base {
+		return mark{offset, s.base, 0}, true
+	}
+	pos, _, err := s.findBatch(offset, end)
+	if err != nil {
+		return mark{offset, s.base, end}, err == ErrOffsetOutOfRange
+	}
+	return mark{offset, s.base, pos}, true
+}
+
+// MaxTimestamp returns the offset and timestamp of the batch with the
+// largest timestamp (ListOffsets -3), or (-1, -1) when the log is empty.
+func (l *Log) MaxTimestamp() (offset, timestamp int64) {
+	offset, timestamp = -1, -1
+	for _, s := range l.segs.Load().segs {
+		if ts := s.maxTs.Load(); ts > timestamp {
+			offset, timestamp = s.maxTsOff.Load(), ts
+		}
+	}
+	return offset, timestamp
+}
+
+// Close flushes everything, trims the active segment's indexes, writes a
+// producer snapshot and the checkpoints, and leaves a clean-shutdown marker
+// so the next Open skips recovery.
+func (l *Log) Close() error {
+	if l.closed.Swap(true) {
+		return nil
+	}
+	err := l.flush(true)
+	l.mu.Lock()
+	l.mu.closed = true
+	stickyErr := l.mu.err
+	if stickyErr == nil && err == nil {
+		err = l.sealActiveLocked()
+	}
+	l.mu.Unlock()
+	if stickyErr == nil && err == nil {
+		err = os.WriteFile(filepath.Join(l.dir, cleanShutdownFile), nil, 0o644)
+		if err == nil {
+			err = syncDir(l.dir)
+		}
+	}
+	return errors.Join(err, l.closeSegments())
+}
+
+// sealActiveLocked trims the active segment's indexes for a clean close,
+// after adding the final time index entry.
+func (l *Log) sealActiveLocked() error {
+	s := l.mu.active
+	if s == nil {
+		return nil
+	}
+	s.finalTimeEntry()
+	return s.seal()
+}
+
+func (l *Log) closeSegments() error {
+	segs := l.segs.Load()
+	if segs == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range segs.segs {
+		if !s.deleted.Load() {
+			errs = append(errs, s.close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete closes the log and removes its directory. The directory is first
+// renamed aside and removed after FileDeleteDelayMs, so in-flight Regions of
+// its files stay valid.
+func (l *Log) Delete() error {
+	l.closed.Store(true)
+	l.mu.Lock()
+	l.mu.closed = true
+	delay := time.Duration(l.mu.cfg.FileDeleteDelayMs) * time.Millisecond
+	l.mu.Unlock()
+	l.flushMu.Lock() // wait for a background flush to finish
+	l.flushMu.Unlock()
+	aside := fmt.Sprintf("%s.%x-delete", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano())
+	if err := os.Rename(l.dir, aside); err != nil {
+		return errors.Join(err, l.closeSegments())
+	}
+	syncDir(filepath.Dir(aside))
+	remove := func() {
+		l.closeSegments()
+		os.RemoveAll(aside)
+	}
+	if delay <= 0 {
+		remove()
+		return nil
+	}
+	time.AfterFunc(delay, remove)
+	return nil
+}
+
+// stickyErr returns the error that stops appends, if any.
+func (l *Log) stickyErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.err
+}
+
+// setErr records the first I/O failure; later appends fail with it, because
+// appending after a failed write could leave a hole in the log.
+func (l *Log) setErr(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.setErrLocked(err)
+}
+
+func (l *Log) setErrLocked(err error) {
+	if l.mu.err == nil && err != nil {
+		l.mu.err = fmt.Errorf("storage: %s: log failed, refusing writes: %w", l.dir, err)
+	}
+}
+
+// isNotExist is errors.Is(err, fs.ErrNotExist).
+func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

@@ -1,0 +1,86 @@
+package storage
+
+// Read returns the batches starting with the one containing offset, up to
+// maxBytes on batch boundaries (the first batch whole even if larger, KIP-74),
+// never past the high watermark when uncommitted==false (past it up to LEO when true),
+// and within one segment. offset == limit gives an empty Region.
+//
+// Read takes no lock and never blocks appends. It loads the published end
+// (an offset with its byte position, see endMark) before the segment list,
+// so every segment the end refers to is in the list it sees, and it never
+// reads past that position, so a batch being written is never visible.
+// Locating offset costs a binary search over segments, one over the sparse
+// index (in memory), and a short scan of batch headers from the index hint,
+// usually one pread.
+func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
+	if l.closed.Load() {
+		return Region{}, ErrClosed
+	}
+	leo := l.leo.load()
+	limit := leo
+	if !uncommitted {
+		limit = l.hw.load()
+	}
+	if offset < l.logStart.Load() || offset > leo.off {
+		return Region{}, ErrOffsetOutOfRange
+	}
+	if offset >= limit.off {
+		return Region{}, nil
+	}
+	segs := l.segs.Load()
+	i := segs.find(offset)
+	if i < 0 {
+		return Region{}, ErrOffsetOutOfRange // deleted by retention meanwhile
+	}
+	s := segs.segs[i]
+	end := s.size.Load() // final: limit lies in a later segment
+	if limit.base == s.base {
+		end = limit.pos
+	}
+	return s.read(offset, end, int64(maxBytes))
+}
+
+// read returns the region from the batch holding offset up to maxBytes,
+// cut at a batch boundary no later than end.
+func (s *segment) read(offset, end, maxBytes int64) (Region, error) {
+	start, firstEnd, err := s.findBatch(offset, end)
+	if err != nil {
+		return Region{}, err
+	}
+	stop := end
+	if start+maxBytes < end {
+		stop = firstEnd // KIP-74: the first batch whole even if larger than maxBytes
+		if start+maxBytes > firstEnd {
+			if stop, err = s.boundaryBefore(start+maxBytes, firstEnd, end); err != nil {
+				return Region{}, err
+			}
+		}
+	}
+	return Region{File: s.log, Pos: start, Len: stop - start}, nil
+}
+
+// OffsetForTimestamp returns the first batch whose maxTimestamp >= ts: its
+// base offset and that timestamp (ListOffsets by time). Kafka returns the
+// offset of the first record with timestamp >= ts inside that batch; the
+// batch base offset is at or before it, so a consumer starting there sees
+// that record, with at most one batch of earlier ones first.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, ok bool) {
+	leo := l.leo.load()
+	segs := l.segs.Load()
+	start := l.logStart.Load()
+	for _, s := range segs.segs {
+		if s.maxTs.Load() < ts {
+			continue
+		}
+		end := s.size.Load()
+		if leo.base == s.base {
+			end = leo.pos
+		}
+		off, bts, found, err := s.findTimestamp(ts, end)
+		if err != nil || !found {
+			continue
+		}
+		return max(off, start), bts, true
+	}
+	return -1, -1, false
+}

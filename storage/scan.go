@@ -1,0 +1,169 @@
+package storage
+
+import (
+	"io"
+	"os"
+	"sync"
+)
+
+// scanBufSize is the read size of a header scan. The sparse index puts an
+// entry every index.interval.bytes (4 KiB) of log, so a scan that starts at
+// an index entry usually finds its batch within one or two reads.
+const scanBufSize = 8192
+
+var scanBufs = sync.Pool{New: func() any { return new([scanBufSize]byte) }}
+
+// headerReader reads batch headers of one segment file with as few preads
+// as possible: each read fetches scanBufSize bytes, which usually hold many
+// headers when batches are small.
+type headerReader struct {
+	f     *os.File
+	buf   *[scanBufSize]byte
+	start int64 // file position of buf[0]
+	n     int   // valid bytes in buf
+}
+
+func newHeaderReader(f *os.File) headerReader {
+	return headerReader{f: f, buf: scanBufs.Get().(*[scanBufSize]byte)}
+}
+
+func (r *headerReader) close() {
+	scanBufs.Put(r.buf)
+	r.buf = nil
+}
+
+// header returns the BatchHeaderLen bytes at pos; end is the committed end of
+// the file, beyond which nothing is read.
+func (r *headerReader) header(pos, end int64) ([]byte, error) {
+	if pos >= r.start && pos+BatchHeaderLen <= r.start+int64(r.n) {
+		off := pos - r.start
+		return r.buf[off : off+BatchHeaderLen], nil
+	}
+	want := min(int64(scanBufSize), end-pos)
+	if want < BatchHeaderLen {
+		return nil, errBatchTruncated
+	}
+	n, err := r.f.ReadAt(r.buf[:want], pos)
+	if int64(n) < want {
+		if err == nil || err == io.EOF {
+			err = errBatchTruncated
+		}
+		r.n = 0
+		return nil, err
+	}
+	r.start, r.n = pos, n
+	return r.buf[:BatchHeaderLen], nil
+}
+
+// next returns the position after the batch at pos, checking that the size
+// is sane so a damaged length cannot send a scan backwards or loop.
+func nextBatch(h []byte, pos, end int64) (int64, error) {
+	size := batchSize(h)
+	if size < BatchHeaderLen || pos+size > end {
+		return 0, errBatchTruncated
+	}
+	return pos + size, nil
+}
+
+// findBatch returns the position of the batch holding offset and the
+// position just after it, scanning headers forward from the index hint. end
+// is the committed end of the segment for this read.
+func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
+	pos = s.indexLookup(offset)
+	r := newHeaderReader(s.log)
+	defer r.close()
+	for pos < end {
+		h, err := r.header(pos, end)
+		if err != nil {
+			return 0, 0, err
+		}
+		if next, err = nextBatch(h, pos, end); err != nil {
+			return 0, 0, err
+		}
+		if batchBaseOffset(h)+batchLastOffsetDelta(h) >= offset {
+			return pos, next, nil
+		}
+		pos = next
+	}
+	return 0, 0, ErrOffsetOutOfRange
+}
+
+// boundaryBefore returns the largest batch boundary <= target, given that
+// lo <= target is a boundary. The index finds a boundary close below target
+// so only a short stretch is scanned.
+func (s *segment) boundaryBefore(target, lo, end int64) (int64, error) {
+	pos := max(lo, s.indexLookupPos(target))
+	r := newHeaderReader(s.log)
+	defer r.close()
+	for pos < end {
+		h, err := r.header(pos, end)
+		if err != nil {
+			return 0, err
+		}
+		next, err := nextBatch(h, pos, end)
+		if err != nil {
+			return 0, err
+		}
+		if next > target {
+			return pos, nil
+		}
+		pos = next
+	}
+	return end, nil
+}
+
+// indexLookup is the position to start scanning for offset.
+func (s *segment) indexLookup(offset int64) int64 {
+	rel := offset - s.base
+	if rel <= 0 || !s.acquire() {
+		return 0
+	}
+	defer s.release()
+	return int64(s.ix.off.lookup(uint32(min(rel, maxRel))))
+}
+
+// indexLookupPos is the largest indexed batch position <= pos.
+func (s *segment) indexLookupPos(pos int64) int64 {
+	if pos <= 0 || !s.acquire() {
+		return 0
+	}
+	defer s.release()
+	return int64(s.ix.off.lookupPos(uint32(min(pos, maxRel))))
+}
+
+// timeLookup is the offset to start the scan for the first batch with
+// maxTimestamp >= ts.
+func (s *segment) timeLookup(ts int64) int64 {
+	if !s.acquire() {
+		return s.base
+	}
+	defer s.release()
+	rel, ok := s.ix.tim.lookup(ts)
+	if !ok {
+		return s.base
+	}
+	return s.base + int64(rel)
+}
+
+// findTimestamp returns the first batch in the segment with maxTimestamp >=
+// ts, scanning from the time index hint up to end.
+func (s *segment) findTimestamp(ts, end int64) (offset, batchTs int64, ok bool, err error) {
+	pos := s.indexLookup(s.timeLookup(ts))
+	r := newHeaderReader(s.log)
+	defer r.close()
+	for pos < end {
+		h, err := r.header(pos, end)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		next, err := nextBatch(h, pos, end)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if t := batchMaxTimestamp(h); t >= ts {
+			return batchBaseOffset(h), t, true, nil
+		}
+		pos = next
+	}
+	return 0, 0, false, nil
+}
