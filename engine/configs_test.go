@@ -1,0 +1,255 @@
+package engine_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine"
+	"github.com/sluice-broker/sluice/internal/testbroker"
+)
+
+// staticSegmentBytes is set as if by server.properties, to check that
+// DescribeConfigs reports it as a static broker config.
+const staticSegmentBytes = 8 << 20
+
+func startConfigBroker(t *testing.T) *testbroker.Broker {
+	return testbroker.Start(t, func(c *engine.Config) { c.Log.SegmentBytes = staticSegmentBytes })
+}
+
+// topicConfigs describes one topic's configs, keyed by name.
+func topicConfigs(t *testing.T, adm *kadm.Client, topic string) map[string]kadm.Config {
+	t.Helper()
+	rcs, err := adm.DescribeTopicConfigs(adminCtx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
+	}
+	out := make(map[string]kadm.Config, len(rc.Configs))
+	for _, c := range rc.Configs {
+		out[c.Key] = c
+	}
+	return out
+}
+
+func TestDescribeTopicConfigs(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	if _, err := adm.CreateTopic(adminCtx(t), 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("1234")}, "described"); err != nil {
+		t.Fatal(err)
+	}
+	cfgs := topicConfigs(t, adm, "described")
+	ret := cfgs["retention.ms"]
+	if ret.MaybeValue() != "1234" || ret.Source != kmsg.ConfigSourceDynamicTopicConfig || len(ret.Synonyms) != 2 ||
+		ret.Synonyms[1].Key != "log.retention.ms" || ret.Synonyms[1].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("retention.ms: %+v", ret)
+	}
+	seg := cfgs["segment.bytes"]
+	if seg.MaybeValue() != strconv.Itoa(staticSegmentBytes) || seg.Source != kmsg.ConfigSourceStaticBrokerConfig || len(seg.Synonyms) != 2 {
+		t.Errorf("segment.bytes: %+v", seg)
+	}
+	if c := cfgs["cleanup.policy"]; c.MaybeValue() != "delete" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("cleanup.policy: %+v", c)
+	}
+	rcs, err := adm.DescribeTopicConfigs(adminCtx(t), "missing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := rcs.On("missing", nil); !errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("missing topic: %v", rc.Err)
+	}
+}
+
+func TestDescribeBrokerConfigs(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	node := tb.Broker.Config().NodeID
+	rcs, err := adm.DescribeBrokerConfigs(adminCtx(t), node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(strconv.Itoa(int(node)), nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker: %v %v", err, rc.Err)
+	}
+	got := map[string]kadm.Config{}
+	for _, c := range rc.Configs {
+		got[c.Key] = c
+	}
+	if c := got["log.segment.bytes"]; c.MaybeValue() != strconv.Itoa(staticSegmentBytes) || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("log.segment.bytes: %+v", c)
+	}
+	if c := got["num.partitions"]; c.MaybeValue() != "1" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("num.partitions: %+v", c)
+	}
+	if c := got["log.dirs"]; c.MaybeValue() != tb.Config.DataDir {
+		t.Errorf("log.dirs: %+v", c)
+	}
+	// The cluster-wide default resource: Sluice has no dynamic defaults.
+	rcs, err = adm.DescribeBrokerConfigs(adminCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, _ := rcs.On("", nil); rc.Err != nil || len(rc.Configs) != 0 {
+		t.Fatalf("cluster default configs: %v, %d configs", rc.Err, len(rc.Configs))
+	}
+}
+
+// TestDescribeConfigsV1 speaks the oldest served (non-flexible) version,
+// with a key filter, and an unsupported resource type.
+func TestDescribeConfigsV1(t *testing.T) {
+	tb := startConfigBroker(t)
+	createTopic(t, tb, "v1-topic", 1)
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version = 1
+	req.IncludeSynonyms = true
+	topic := kmsg.NewDescribeConfigsRequestResource()
+	topic.ResourceType, topic.ResourceName, topic.ConfigNames = kmsg.ConfigResourceTypeTopic, "v1-topic", []string{"segment.bytes", "no.such.key"}
+	logger := kmsg.NewDescribeConfigsRequestResource()
+	logger.ResourceType, logger.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, "1"
+	req.Resources = []kmsg.DescribeConfigsRequestResource{topic, logger}
+	resp := adminRaw(t, tb.Addr, req).(*kmsg.DescribeConfigsResponse)
+	if len(resp.Resources) != 2 {
+		t.Fatalf("%d resources", len(resp.Resources))
+	}
+	r := resp.Resources[0]
+	if r.ErrorCode != 0 || len(r.Configs) != 1 || r.Configs[0].Name != "segment.bytes" || len(r.Configs[0].ConfigSynonyms) != 2 {
+		t.Fatalf("filtered topic configs: %+v", r)
+	}
+	if resp.Resources[1].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("broker logger: error %d", resp.Resources[1].ErrorCode)
+	}
+	// v3+ carries types and, on request, documentation.
+	req.Version, req.IncludeDocumentation = 3, true
+	req.Resources = req.Resources[:1]
+	c := adminRaw(t, tb.Addr, req).(*kmsg.DescribeConfigsResponse).Resources[0].Configs[0]
+	if c.ConfigType != kmsg.ConfigTypeInt || c.Documentation == nil || *c.Documentation == "" {
+		t.Fatalf("v3 type %v doc %v", c.ConfigType, c.Documentation)
+	}
+}
+
+func TestAlterTopicConfigsIncremental(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	createTopic(t, tb, "tuned", 1)
+	alter := func(ops ...kadm.AlterConfig) error {
+		t.Helper()
+		resp, err := adm.AlterTopicConfigs(adminCtx(t), ops, "tuned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	if err := alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("60000")},
+		kadm.AlterConfig{Op: kadm.AppendConfig, Name: "cleanup.policy", Value: kadm.StringPtr("compact")}); err != nil {
+		t.Fatal(err)
+	}
+	cfgs := topicConfigs(t, adm, "tuned")
+	ret, cleanup := cfgs["retention.ms"], cfgs["cleanup.policy"]
+	if ret.MaybeValue() != "60000" || cleanup.MaybeValue() != "delete,compact" {
+		t.Fatalf("after set+append: retention %q cleanup %q", ret.MaybeValue(), cleanup.MaybeValue())
+	}
+	s := tb.Broker.Topic("tuned").Settings()
+	if s.Log.RetentionMs != 60000 || !s.Log.Compact {
+		t.Fatalf("settings not applied: %+v", s.Log)
+	}
+	if err := alter(kadm.AlterConfig{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: kadm.StringPtr("delete")},
+		kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "retention.ms"}); err != nil {
+		t.Fatal(err)
+	}
+	cfgs = topicConfigs(t, adm, "tuned")
+	if cleanup = cfgs["cleanup.policy"]; cleanup.MaybeValue() != "compact" || cfgs["retention.ms"].Source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("after subtract+delete: %+v %+v", cfgs["cleanup.policy"], cfgs["retention.ms"])
+	}
+	// A bad operation fails the resource and changes nothing.
+	for _, op := range []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("later")},
+		{Op: kadm.AppendConfig, Name: "retention.ms", Value: kadm.StringPtr("1")},
+		{Op: kadm.SetConfig, Name: "no.such.key", Value: kadm.StringPtr("1")},
+	} {
+		err := alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "flush.ms", Value: kadm.StringPtr("1000")}, op)
+		if !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%v %s: %v, want INVALID_CONFIG", op.Op, op.Name, err)
+		}
+	}
+	if _, ok := tb.Broker.Topic("tuned").Overrides()["flush.ms"]; ok {
+		t.Fatal("a failed alteration was partly applied")
+	}
+	resp, err := adm.ValidateAlterTopicConfigs(adminCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "flush.ms", Value: kadm.StringPtr("1000")}}, "tuned")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("validate-only: %v %v", err, resp[0].Err)
+	}
+	if _, ok := tb.Broker.Topic("tuned").Overrides()["flush.ms"]; ok {
+		t.Fatal("validate-only applied the change")
+	}
+}
+
+func TestAlterTopicConfigsReplacesAll(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	if _, err := adm.CreateTopic(adminCtx(t), 1, 1, map[string]*string{"segment.ms": kadm.StringPtr("100000")}, "replaced"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := adm.AlterTopicConfigsState(adminCtx(t), []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("5000")}}, "replaced")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, resp[0].Err)
+	}
+	got := tb.Broker.Topic("replaced").Overrides()
+	if len(got) != 1 || got["retention.ms"] != "5000" {
+		t.Fatalf("overrides after a non-incremental alter: %v", got)
+	}
+	resp, _ = adm.AlterTopicConfigsState(adminCtx(t), []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("-7")}}, "replaced")
+	if !errors.Is(resp[0].Err, kerr.InvalidConfig) || tb.Broker.Topic("replaced").Overrides()["retention.ms"] != "5000" {
+		t.Fatalf("bad value: %v, overrides %v", resp[0].Err, tb.Broker.Topic("replaced").Overrides())
+	}
+}
+
+func TestAlterBrokerConfigsRefused(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	node := tb.Broker.Config().NodeID
+	resp, err := adm.AlterBrokerConfigs(adminCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "log.retention.ms", Value: kadm.StringPtr("1000")}}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(resp[0].Err, kerr.InvalidRequest) {
+		t.Fatalf("incremental broker alter: %v", resp[0].Err)
+	}
+	resp, err = adm.AlterBrokerConfigsState(adminCtx(t), []kadm.AlterConfig{{Name: "num.partitions", Value: kadm.StringPtr("4")}}, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(resp[0].Err, kerr.InvalidRequest) {
+		t.Fatalf("broker alter: %v", resp[0].Err)
+	}
+}
+
+func TestTopicConfigsSurviveRestart(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	createTopic(t, tb, "durable", 2)
+	resp, err := adm.AlterTopicConfigs(adminCtx(t), []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr("1048576")},
+		{Op: kadm.SetConfig, Name: "message.timestamp.type", Value: kadm.StringPtr("LogAppendTime")},
+	}, "durable")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, resp[0].Err)
+	}
+	tb.Restart(t)
+	cfgs := topicConfigs(t, tb.Admin(t), "durable")
+	rb, tt := cfgs["retention.bytes"], cfgs["message.timestamp.type"]
+	if rb.MaybeValue() != "1048576" || tt.MaybeValue() != "LogAppendTime" || rb.Source != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("after restart: retention.bytes %+v, timestamp type %+v", rb, tt)
+	}
+	tp := tb.Broker.Topic("durable")
+	if s := tp.Settings(); s.Log.RetentionBytes != 1048576 || len(tp.Partitions()) != 2 {
+		t.Fatalf("after restart: settings %+v, %d partitions", s.Log, len(tp.Partitions()))
+	}
+}
