@@ -175,8 +175,10 @@ func checkCounts(b []byte) error {
 
 // setBaseOffset and setLeaderEpoch rewrite the two fields that lie outside
 // the CRC, so the batch stays valid without recomputing it.
-func setBaseOffset(b []byte, off int64)    { binary.BigEndian.PutUint64(b[posBaseOffset:], uint64(off)) }
-func setLeaderEpoch(b []byte, epoch int32) { binary.BigEndian.PutUint32(b[posLeaderEpoch:], uint32(epoch)) }
+func setBaseOffset(b []byte, off int64) { binary.BigEndian.PutUint64(b[posBaseOffset:], uint64(off)) }
+func setLeaderEpoch(b []byte, epoch int32) {
+	binary.BigEndian.PutUint32(b[posLeaderEpoch:], uint32(epoch))
+}
 
 // setLogAppendTime stamps a batch as Kafka does for LogAppendTime topics: the
 // timestamp-type attribute bit and maxTimestamp are set, and since both are

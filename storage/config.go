@@ -77,5 +77,9 @@ func (c Config) normalized() Config {
 
 // offsetIndexCap and timeIndexCap are the preallocated index sizes, rounded
 // down to whole entries as Kafka does.
-func (c Config) offsetIndexCap() int64 { return int64(c.SegmentIndexBytes) / offsetEntrySize * offsetEntrySize }
-func (c Config) timeIndexCap() int64   { return int64(c.SegmentIndexBytes) / timeEntrySize * timeEntrySize }
+func (c Config) offsetIndexCap() int64 {
+	return int64(c.SegmentIndexBytes) / offsetEntrySize * offsetEntrySize
+}
+func (c Config) timeIndexCap() int64 {
+	return int64(c.SegmentIndexBytes) / timeEntrySize * timeEntrySize
+}

@@ -32,10 +32,10 @@ func buildBatch(s batchSpec) []byte {
 	}
 	for i := 0; i < s.records; i++ {
 		var body []byte
-		body = append(body, 0)                        // attributes
-		body = binary.AppendVarint(body, int64(i))    // timestamp delta
-		body = binary.AppendVarint(body, int64(i))    // offset delta
-		body = binary.AppendVarint(body, -1)          // null key
+		body = append(body, 0)                     // attributes
+		body = binary.AppendVarint(body, int64(i)) // timestamp delta
+		body = binary.AppendVarint(body, int64(i)) // offset delta
+		body = binary.AppendVarint(body, -1)       // null key
 		body = binary.AppendVarint(body, int64(len(value)))
 		body = append(body, value...)
 		body = binary.AppendVarint(body, 0) // headers

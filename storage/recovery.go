@@ -61,6 +61,7 @@ func (l *Log) load() error {
 	last := segs[len(segs)-1]
 	var next int64
 	if clean && haveRP && rp.base == last.base && rp.pos == last.size.Load() {
+		l.flushed.rp, l.flushed.diskRP = rp, rp
 		next, err = l.openClean(segs, rp)
 	} else {
 		segs, next, err = l.recoverSegments(segs, rp, haveRP)
@@ -232,6 +233,7 @@ func (l *Log) recoverSegments(segs []*segment, rp recoveryPoint, haveRP bool) ([
 	if i := slices.IndexFunc(segs, func(s *segment) bool { return s.base == rp.base }); haveRP && i >= 0 && rp.pos <= segs[i].size.Load() {
 		k, pos, next = i, rp.pos, rp.offset
 	}
+	l.flushed.rp = recoveryPoint{offset: next, base: segs[k].base} // fsync from here after recovery
 	for _, s := range segs[:k] {
 		if err := l.loadSealed(s); err != nil {
 			return nil, 0, err
@@ -538,6 +540,5 @@ func (l *Log) publishLoaded(segs []*segment, next int64) error {
 		return err
 	}
 	l.setHighWatermarkLocked(hw)
-	l.flushed.rp = recoveryPoint{offset: segs[0].base, base: segs[0].base}
 	return nil
 }

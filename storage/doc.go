@@ -1,0 +1,78 @@
+// Package storage is Sluice's partition log: Kafka's on-disk layout, so that
+// Apache Kafka's kafka-dump-log reads our segment files, with a data path
+// built for zero-copy fetches.
+//
+// # Files
+//
+// One directory per partition, "<topic>-<partition>/":
+//
+//	00000000000000000000.log        record batches, byte-for-byte as produced
+//	00000000000000000000.index      sparse offset index (mmap'd)
+//	00000000000000000000.timeindex  sparse timestamp index (mmap'd)
+//	00000000000000081920.log        next segment, named by its base offset
+//	...
+//	00000000000000081920.snapshot   idempotent-producer state at that offset
+//	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n..." (Kafka's)
+//	recovery-point-offset-checkpoint  "0\n1\n<offset> <segBase> <pos> <maxTs> <maxTsOff> <bytesSinceIndex>\n"
+//	log-start-offset-checkpoint     "0\n1\n<offset>\n"
+//	replication-offset-checkpoint   "0\n1\n<high watermark>\n"
+//	.clean-shutdown                 present only between Close and the next Open
+//	*.deleted                       segments awaiting removal (file.delete.delay.ms)
+//
+// # .log: RecordBatch v2 (magic 2), big-endian
+//
+//	 0               8       12              16  17              21      23
+//	+---------------+-------+---------------+---+---------------+-------+
+//	| baseOffset    |length | partLeaderEp. |mag|   crc32c      | attrs |
+//	| int64 *       |int32  | int32 *       |=2 |   uint32      | int16 |
+//	+---------------+-------+---------------+---+---------------+-------+
+//	 23      27              35              43              51  53      57      61
+//	+-------+---------------+---------------+---------------+---+-------+-------+----------
+//	|lastOff| firstTimestamp| maxTimestamp  | producerId    |pEp|baseSeq|numRecs| records...
+//	|Delta  | int64         | int64         | int64         |i16| int32 | int32 | (maybe
+//	|int32  |               |               |               |   |       |       | compressed)
+//	+-------+---------------+---------------+---------------+---+-------+-------+----------
+//	        |<------------ CRC-32C (Castagnoli) covers attrs .. end of batch ------------->|
+//
+//	length counts the bytes after the length field; a batch is length+12 bytes.
+//	attrs: bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
+//	       4 transactional, 5 control.
+//	* rewritten by Append: baseOffset and partitionLeaderEpoch lie outside the
+//	  CRC, so assigning offsets costs no CRC pass. LogAppendTime topics also
+//	  get attrs bit 3 and maxTimestamp set, and then the CRC is recomputed.
+//
+// # .index and .timeindex: sparse, one entry per index.interval.bytes of log
+//
+//	.index entry (8 bytes)             .timeindex entry (12 bytes)
+//	+--------------+---------------+   +-----------------------+--------------+
+//	| relOffset    | position      |   | timestamp             | relOffset    |
+//	| uint32       | uint32        |   | int64                 | uint32       |
+//	+--------------+---------------+   +-----------------------+--------------+
+//	relOffset = batch lastOffset -      timestamp = largest maxTimestamp so far,
+//	  segment base; position = byte     relOffset = last offset of the batch
+//	  offset of that batch in .log      that carried it; strictly increasing
+//
+// The active segment's index files are preallocated to segment.index.bytes
+// (sparse files, so no disk is used) and mapped read-write; a roll or Close
+// trims them to their entries, which is what kafka-dump-log expects.
+//
+// # Concurrency
+//
+// Appends are serialised by Log.mu and write with one pwritev per segment.
+// Reads take no lock: the log end offset and high watermark are published as
+// (offset, segment, position) triples behind a seqlock, the segment list is
+// an immutable slice swapped atomically, and index entries are written before
+// the count that publishes them. A reader therefore never sees a batch that
+// is not completely written. Read returns a Region of the segment file, not
+// bytes; deleted segments keep their descriptor open for file.delete.delay.ms
+// so in-flight sendfiles of a Region stay valid.
+//
+// # Durability and recovery
+//
+// Appends go to the page cache. flush.messages and flush.ms, a roll and
+// Close fsync, and each flush advances the recovery point (at most once a
+// second on disk, always on roll and Close). After an unclean stop only the
+// bytes after the recovery point are re-read and CRC-checked; see
+// recovery.go for how a torn tail is told from corruption. A failed write or
+// fsync makes the log refuse all later appends with that error.
+package storage
