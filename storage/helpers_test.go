@@ -128,3 +128,54 @@ func fileSize(t testing.TB, path string) int64 {
 	}
 	return st.Size()
 }
+
+// crash simulates a process crash: descriptors are closed and mappings
+// dropped without flushing, trimming indexes or writing the clean-shutdown
+// marker. The page cache (and so every written byte) survives, as it does
+// when only the process dies.
+func crash(l *Log) {
+	l.closed.Store(true)
+	l.flushMu.Lock() // let a background flush finish
+	defer l.flushMu.Unlock()
+	for _, s := range l.segs.Load().segs {
+		if !s.deleted.Load() {
+			s.close()
+		}
+	}
+}
+
+// appendN appends n single-batch record sets of records each and returns
+// the batches as written (with offsets assigned).
+func appendN(t testing.TB, l *Log, n, records, valueSize int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		s := spec(records, valueSize)
+		s.fill = byte(i)
+		s.ts += int64(i) * 10
+		b := buildBatch(s)
+		appendOne(t, l, b)
+		out = append(out, b)
+	}
+	return out
+}
+
+// readAll reads every committed batch from the log start, following Read's
+// regions, and returns their headers.
+func readAll(t testing.TB, l *Log, uncommitted bool) []BatchHeader {
+	t.Helper()
+	var hs []BatchHeader
+	off := l.LogStartOffset()
+	for {
+		r, err := l.Read(off, 1<<20, uncommitted)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		if r.Len == 0 {
+			return hs
+		}
+		got := splitBatches(t, readRegion(t, r))
+		hs = append(hs, got...)
+		off = got[len(got)-1].LastOffset() + 1
+	}
+}

@@ -237,7 +237,7 @@ func (l *Log) markFor(offset int64) (mark, bool) {
 	}
 	pos, _, err := s.findBatch(offset, end)
 	if err != nil {
-		return mark{offset, s.base, end}, err == ErrOffsetOutOfRange
+		return mark{offset, s.base, end}, err == errBeyondEnd
 	}
 	return mark{offset, s.base, pos}, true
 }

@@ -44,6 +44,9 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 // cut at a batch boundary no later than end.
 func (s *segment) read(offset, end, maxBytes int64) (Region, error) {
 	start, firstEnd, err := s.findBatch(offset, end)
+	if err == errBeyondEnd {
+		return Region{}, nil // offset's batch is not wholly below the limit yet
+	}
 	if err != nil {
 		return Region{}, err
 	}

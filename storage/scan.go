@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"io"
 	"os"
 	"sync"
@@ -85,8 +86,12 @@ func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 		}
 		pos = next
 	}
-	return 0, 0, ErrOffsetOutOfRange
+	return 0, 0, errBeyondEnd
 }
+
+// errBeyondEnd says the batch holding an offset does not start before the
+// end the search was limited to (e.g. the high watermark is inside it).
+var errBeyondEnd = errors.New("storage: offset beyond read limit")
 
 // boundaryBefore returns the largest batch boundary <= target, given that
 // lo <= target is a boundary. The index finds a boundary close below target
