@@ -85,30 +85,22 @@ func topicCodec(compressionType string) int8 {
 	return codecProducer
 }
 
-// recompressBatch appends to dst batch (one whole RecordBatch v2, header
-// already parsed as h) with its records re-encoded with codec. scratch is a
-// reusable buffer for the decompressed records; both buffers are returned
-// so the caller can pool them.
-func recompressBatch(dst, scratch, batch []byte, h storage.BatchHeader, codec int8) (out, scratchOut []byte, err error) {
-	body := batch[storage.BatchHeaderLen : int64(h.Length)+batchLogOverhead]
-	raw := body
-	if h.Compression() != codecNone {
-		if scratch, err = decompress(scratch[:0], h.Compression(), body); err != nil {
-			return dst, scratch, err
-		}
-		raw = scratch
-	}
+// rebuildBatch appends to dst a batch made of header (the 61 header bytes
+// of the original batch) and raw (its records, uncompressed) encoded with
+// codec, fixing the length, the codec bits and the CRC-32C.
+func rebuildBatch(dst, header, raw []byte, codec int8) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, batch[:storage.BatchHeaderLen]...)
-	if dst, err = compress(dst, codec, raw); err != nil {
-		return dst[:start], scratch, err
+	dst = append(dst, header[:storage.BatchHeaderLen]...)
+	dst, err := compress(dst, codec, raw)
+	if err != nil {
+		return dst[:start], err
 	}
 	b := dst[start:]
 	attrs := binary.BigEndian.Uint16(b[batchPosAttributes:])
 	binary.BigEndian.PutUint16(b[batchPosAttributes:], attrs&^7|uint16(codec))
 	binary.BigEndian.PutUint32(b[batchPosLength:], uint32(len(b)-batchLogOverhead))
 	binary.BigEndian.PutUint32(b[batchPosCRC:], crc32.Checksum(b[batchPosAttributes:], castagnoli))
-	return dst, scratch, nil
+	return dst, nil
 }
 
 // decompress appends the decompressed form of src to dst.

@@ -1,0 +1,306 @@
+package engine
+
+// Produce (key 0), versions 0-12 advertised, 3-12 served.
+//
+// Kafka 4 removed Produce v0-v2 (magic 0/1 message sets) but still
+// advertises v0, because librdkafka only enables compression when the
+// broker's Produce range starts at 0 (KAFKA-18659); clients pick the highest
+// common version, so no current client sends v0-v2. Kafka closes the
+// connection on such a request; Sluice answers UNSUPPORTED_VERSION on every
+// partition instead, so an ancient client reports the cause rather than
+// reconnecting forever.
+//
+// Per partition, in Kafka's order: unknown topic or partition
+// (UNKNOWN_TOPIC_OR_PARTITION; creating topics is Metadata's business); the
+// record set must be exactly one RecordBatch v2 (INVALID_RECORD), zstd needs
+// v7+ (UNSUPPORTED_COMPRESSION_TYPE); the internal __consumer_offsets is not
+// writable by clients (INVALID_TOPIC_EXCEPTION, as Kafka's "Cannot append to
+// internal topic"); the batch must fit max.message.bytes
+// (MESSAGE_TOO_LARGE); on a compacted topic every record needs a key
+// (INVALID_RECORD with per-record errors, v8+). A topic whose
+// compression.type names a codec gets the batch re-encoded with it
+// (compression.go); "producer" stores it byte for byte. Storage then checks
+// CRC, sequence numbers of idempotent producers and timestamps; its errors
+// map through ErrorCode. An idempotent retry of a batch already in the log
+// answers with the original offsets and no error.
+//
+// acks: 0, 1 and -1 are valid (INVALID_REQUIRED_ACKS otherwise). With one
+// replica, -1 is satisfied once the batch is appended; the high watermark
+// still moves through advanceHighWatermark as if an ISR were consulted.
+// acks=0 gets no response, and as in Kafka a failed acks=0 request closes
+// the connection so the producer notices and refreshes its metadata.
+//
+// Transactions are not served (see 22_init_producer_id.go): a request with
+// transactional batches gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
+// partition, Kafka's answer when the transactional id is not authorised.
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/storage"
+)
+
+func init() { register(kmsg.Produce, 0, 12, (*Broker).handleProduce) }
+
+// produceScratch is a produce request's working memory, pooled so that the
+// common path (no recompression, no errors) allocates nothing of its own.
+type produceScratch struct {
+	resp    kmsg.ProduceResponse
+	entries []storage.AppendEntry // one entry: Kafka allows one batch per partition
+	batch   []byte                // a re-encoded batch
+	raw     []byte                // decompressed records
+}
+
+var produceScratches = sync.Pool{New: func() any {
+	return &produceScratch{entries: make([]storage.AppendEntry, 1)}
+}}
+
+// maxPooledScratch keeps a rare huge batch from pinning memory in the pool.
+const maxPooledScratch = 4 << 20
+
+func (s *produceScratch) release() {
+	s.entries[0] = storage.AppendEntry{}
+	if cap(s.batch) > maxPooledScratch {
+		s.batch = nil
+	}
+	if cap(s.raw) > maxPooledScratch {
+		s.raw = nil
+	}
+	produceScratches.Put(s)
+}
+
+func (b *Broker) handleProduce(r *Request) {
+	req := r.Msg.(*kmsg.ProduceRequest)
+	s := produceScratches.Get().(*produceScratch)
+	defer s.release()
+	resp := s.shapeResponse(req)
+	reqErr := produceRequestError(r.Version, req)
+	now := time.Now().UnixMilli()
+	failed := false
+	for i := range req.Topics {
+		rt, out := &req.Topics[i], &resp.Topics[i]
+		var t *Topic
+		if reqErr == nil {
+			t = b.Topic(rt.Topic)
+		}
+		for j := range rt.Partitions {
+			op := &out.Partitions[j]
+			if reqErr != nil {
+				op.ErrorCode = reqErr.Code
+			} else {
+				b.producePartition(r, s, t, &rt.Partitions[j], op, now)
+			}
+			failed = failed || op.ErrorCode != 0
+		}
+	}
+	switch {
+	case req.Acks != 0 || reqErr == kerr.InvalidRequiredAcks:
+		r.Respond(resp)
+	case failed:
+		r.closeConn()
+	default:
+		r.NoResponse()
+	}
+}
+
+// produceRequestError is an error that fails every partition of req.
+func produceRequestError(version int16, req *kmsg.ProduceRequest) *kerr.Error {
+	switch {
+	case version < 3:
+		return kerr.UnsupportedVersion
+	case hasTransactionalBatch(req):
+		return kerr.TransactionalIDAuthorizationFailed
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		return kerr.InvalidRequiredAcks
+	}
+	return nil
+}
+
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for i := range req.Topics {
+		for _, p := range req.Topics[i].Partitions {
+			if h, err := storage.ParseBatchHeader(p.Records); err == nil && h.Attributes&attrTransactional != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+const attrTransactional = 0x10
+
+// shapeResponse sizes the pooled response like req, every partition
+// defaulted to "failed, no offsets" as Kafka answers errors.
+func (s *produceScratch) shapeResponse(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	resp := &s.resp
+	resp.Version, resp.ThrottleMillis, resp.Brokers = req.Version, 0, nil
+	resp.Topics = resize(resp.Topics, len(req.Topics))
+	for i := range req.Topics {
+		rt, t := &req.Topics[i], &resp.Topics[i]
+		t.Topic, t.TopicID = rt.Topic, rt.TopicID
+		t.Partitions = resize(t.Partitions, len(rt.Partitions))
+		for j := range rt.Partitions {
+			p := &t.Partitions[j]
+			*p = kmsg.NewProduceResponseTopicPartition()
+			p.Partition, p.BaseOffset, p.LogAppendTime, p.LogStartOffset = rt.Partitions[j].Partition, -1, -1, -1
+		}
+	}
+	return resp
+}
+
+// resize returns s with length n, reusing its backing array when it fits.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition, now int64) {
+	var p *Partition
+	if t != nil {
+		p = t.Partition(rp.Partition)
+	}
+	if p == nil {
+		out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return
+	}
+	records, h, err := s.prepare(r.Version, t, rp.Records)
+	if err != nil {
+		produceFailed(r, out, err)
+		return
+	}
+	e := &s.entries[0]
+	*e = storage.AppendEntry{Records: records}
+	_ = p.Log.Append(s.entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load(), NowMs: now})
+	if e.Err != nil {
+		produceFailed(r, out, e.Err)
+		return
+	}
+	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = e.Result.FirstOffset, e.Result.LogAppendTime, e.Result.LogStartOffset
+	if e.Result.Duplicate {
+		return
+	}
+	b.metrics.produced(t.Name, len(records), int(h.NumRecords))
+	if b.advanceHighWatermark(p) > 0 {
+		b.waiters.wake(p, int64(len(records)))
+	}
+}
+
+// produceError is a validation failure found by the engine, with the
+// records at fault when the error is about single records.
+type produceError struct {
+	code    *kerr.Error
+	msg     string
+	records []int32 // relative offsets within the batch
+}
+
+func (e *produceError) Error() string { return e.msg }
+
+func produceErr(code *kerr.Error, format string, args ...any) error {
+	return &produceError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func produceFailed(r *Request, out *kmsg.ProduceResponseTopicPartition, err error) {
+	pe, ok := err.(*produceError)
+	if ok {
+		out.ErrorCode = pe.code.Code
+	} else {
+		out.ErrorCode = ErrorCode(err)
+	}
+	if r.Version < 8 {
+		return
+	}
+	msg := err.Error()
+	out.ErrorMessage = &msg
+	if ok {
+		for _, rel := range pe.records {
+			m := pe.msg
+			out.ErrorRecords = append(out.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: rel, ErrorMessage: &m})
+		}
+	}
+}
+
+// prepare checks one partition's record set before it reaches storage and
+// applies the topic's compression.type. It returns the bytes to append.
+func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byte, storage.BatchHeader, error) {
+	h, err := checkProduceBatch(version, t, records)
+	if err != nil {
+		return nil, h, err
+	}
+	settings := t.Settings()
+	codec := topicCodec(settings.CompressionType)
+	convert := codec != codecProducer && codec != h.Compression()
+	if !convert && !settings.Log.Compact {
+		return records, h, nil
+	}
+	raw, err := batchRecords(s.raw, records, h)
+	if err != nil {
+		return nil, h, produceErr(kerr.CorruptMessage, "cannot decompress record batch: %v", err)
+	}
+	if h.Compression() != codecNone {
+		s.raw = raw
+	}
+	if settings.Log.Compact {
+		if err := checkKeys(t, raw); err != nil {
+			return nil, h, err
+		}
+	}
+	if !convert {
+		return records, h, nil
+	}
+	if s.batch, err = rebuildBatch(s.batch[:0], records, raw, codec); err != nil {
+		return nil, h, produceErr(kerr.UnknownServerError, "cannot compress record batch: %v", err)
+	}
+	return s.batch, h, nil
+}
+
+// checkProduceBatch applies the checks Kafka makes before the log sees a
+// record set.
+func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHeader, error) {
+	h, err := storage.ParseBatchHeader(records)
+	switch {
+	case len(records) == 0:
+		return h, produceErr(kerr.InvalidRecord, "produce requests must carry one record batch per partition")
+	case err != nil:
+		return h, produceErr(kerr.CorruptMessage, "record batch truncated")
+	case h.Magic != 2:
+		return h, produceErr(kerr.InvalidRecord, "produce v%d accepts only record batches with magic 2, got %d", version, h.Magic)
+	case int64(h.Length)+batchLogOverhead < int64(len(records)):
+		return h, produceErr(kerr.InvalidRecord, "produce requests must carry exactly one record batch per partition")
+	case h.Compression() == codecZstd && version < 7:
+		return h, produceErr(kerr.UnsupportedCompressionType, "zstd batches need produce v7 or later")
+	case t.Internal:
+		return h, produceErr(kerr.InvalidTopicException, "cannot append to internal topic %s", t.Name)
+	case int64(len(records)) > int64(t.Settings().MaxMessageBytes):
+		return h, produceErr(kerr.MessageTooLarge, "record batch of %d bytes exceeds max.message.bytes %d", len(records), t.Settings().MaxMessageBytes)
+	}
+	return h, nil
+}
+
+// checkKeys rejects records without a key on a compacted topic, naming
+// each one, as Kafka does.
+func checkKeys(t *Topic, raw []byte) error {
+	var bad []int32
+	i := int32(0)
+	err := eachRecord(raw, func(rec recordInfo) bool {
+		if !rec.HasKey {
+			bad = append(bad, i)
+		}
+		i++
+		return true
+	})
+	if err != nil {
+		return produceErr(kerr.CorruptMessage, "%v", err)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return &produceError{code: kerr.InvalidRecord, records: bad,
+		msg: fmt.Sprintf("compacted topic %s cannot accept records without a key (%d in this batch)", t.Name, len(bad))}
+}

@@ -1,0 +1,343 @@
+package engine
+
+// Fetch (key 1), versions 4-16.
+//
+// Zero-copy: the records of each partition are a storage.Region spliced
+// into the response frame (fetch_encode.go writes every other byte of the
+// body itself), so record bytes go from the page cache to the socket.
+//
+// Semantics, as Kafka:
+//   - Consumers read up to the high watermark. There are no transactions,
+//     so the last stable offset equals it and read_committed reads the
+//     same as read_uncommitted; aborted transactions are an empty list for
+//     read_committed and null otherwise.
+//   - Partitions are read in request (or session) order. The response stops
+//     at max.bytes (capped at Kafka's fetch.max.bytes default, 55 MiB) and
+//     each partition at its own max bytes, except that the first batch of
+//     the first non-empty partition comes whole even if larger (KIP-74). A
+//     later partition whose first batch does not fit in what is left gets
+//     no records this time (Kafka would send a truncated batch the client
+//     discards).
+//   - Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID
+//     (v13+, topics by id), FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH
+//     (v9+ CurrentLeaderEpoch; v16+ also names the current leader, KIP-951),
+//     OFFSET_OUT_OF_RANGE outside [log start, log end], and a diverging
+//     epoch (v12+ LastFetchedEpoch, KIP-595) when the client's last epoch
+//     ends before its fetch offset. Errored partitions carry -1 offsets.
+//   - Fetches from replicas (replica id >= 0) get NOT_LEADER_OR_FOLLOWER:
+//     single-node Sluice has no followers yet.
+//   - Long poll: with fewer than min.bytes readable and no error, the fetch
+//     parks in the purgatory (fetch_purgatory.go) for up to max.wait.ms and
+//     is answered, re-read from the logs, by the produce that brings enough
+//     bytes, the timer, or broker shutdown.
+//   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
+//
+// Left out: rack-aware preferred read replicas (-1 always), follower fetch
+// state, tiered storage.
+
+import (
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/storage"
+)
+
+func init() { register(kmsg.Fetch, 4, 16, (*Broker).handleFetch) }
+
+// fetchMaxBytes is Kafka's broker default fetch.max.bytes: a response is
+// never built larger than this, whatever the client asks.
+const fetchMaxBytes = 55 << 20
+
+// fetch is one fetch request on its way: the partitions to read, in response
+// order, and what reading them found. It is pooled; a parked fetch keeps its
+// fetch until it is answered.
+type fetch struct {
+	b         *Broker
+	r         *Request
+	version   int16
+	minBytes  int64
+	maxBytes  int64
+	wait      time.Duration
+	committed bool // isolation level read_committed
+	follower  bool // fetch from a replica
+
+	errCode     int16         // top-level error (fetch sessions)
+	sessionID   int32         // session id to answer with
+	session     *fetchSession // nil when sessionless
+	incremental bool          // answer only partitions that changed
+
+	parts []fetchPart
+}
+
+// fetchPart is one partition of a fetch: what was asked and what was read.
+type fetchPart struct {
+	// Asked. In a session these come from the session's cache.
+	topicName          string   // v4-v12
+	topicID            [16]byte // v13+
+	partition          int32
+	fetchOffset        int64
+	maxBytes           int32
+	currentLeaderEpoch int32
+	lastFetchedEpoch   int32
+	sp                 *sessionPart // the session's entry, if any
+
+	// Read.
+	topic          *Topic
+	err            int16
+	hw, logStart   int64
+	records        storage.Region
+	divergingEpoch int32 // -1: none
+	divergingEnd   int64
+	leaderEpoch    int32 // >= 0: report the current leader (KIP-951)
+	omit           bool  // incremental fetch: nothing new for the client
+}
+
+var fetchPool = sync.Pool{New: func() any { return new(fetch) }}
+
+func (b *Broker) handleFetch(r *Request) {
+	req := r.Msg.(*kmsg.FetchRequest)
+	f := fetchPool.Get().(*fetch)
+	f.init(b, r, req)
+	b.sessions.begin(f, req)
+	if f.errCode != 0 {
+		f.respond()
+		return
+	}
+	readable, failed := f.read()
+	if failed || readable >= f.minBytes || f.wait <= 0 || len(f.parts) == 0 {
+		f.respond()
+		return
+	}
+	f.park(readable)
+}
+
+func (f *fetch) init(b *Broker, r *Request, req *kmsg.FetchRequest) {
+	*f = fetch{b: b, r: r, version: r.Version, parts: f.parts[:0]}
+	f.minBytes = int64(req.MinBytes)
+	f.maxBytes = min(int64(req.MaxBytes), fetchMaxBytes)
+	f.wait = time.Duration(req.MaxWaitMillis) * time.Millisecond
+	f.committed = req.IsolationLevel == 1
+	replica := req.ReplicaID
+	if r.Version >= 15 {
+		replica = req.ReplicaState.ID
+	}
+	f.follower = replica >= 0
+}
+
+// addRequested appends the partitions of req in request order (a
+// sessionless or full fetch).
+func (f *fetch) addRequested(req *kmsg.FetchRequest) {
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		for j := range t.Partitions {
+			f.parts = append(f.parts, f.requestedPart(t, &t.Partitions[j]))
+		}
+	}
+}
+
+// requestedPart takes one partition of the request, with the fields of
+// versions that lack them at their defaults.
+func (f *fetch) requestedPart(t *kmsg.FetchRequestTopic, p *kmsg.FetchRequestTopicPartition) fetchPart {
+	fp := fetchPart{partition: p.Partition, fetchOffset: p.FetchOffset, maxBytes: p.PartitionMaxBytes,
+		currentLeaderEpoch: -1, lastFetchedEpoch: -1}
+	if f.version >= 13 {
+		fp.topicID = t.TopicID
+	} else {
+		fp.topicName = t.Topic
+	}
+	if f.version >= 9 {
+		fp.currentLeaderEpoch = p.CurrentLeaderEpoch
+	}
+	if f.version >= 12 {
+		fp.lastFetchedEpoch = p.LastFetchedEpoch
+	}
+	return fp
+}
+
+// read reads every partition, returning the bytes readable and whether any
+// partition failed (which answers the fetch at once, as in Kafka).
+func (f *fetch) read() (readable int64, failed bool) {
+	remaining := f.maxBytes
+	first := true // no records taken yet: KIP-74 lets the first batch exceed the limits
+	var last *Topic
+	for i := range f.parts {
+		fp := &f.parts[i]
+		last = f.resolve(fp, last)
+		f.readPart(fp, &remaining, &first)
+		readable += fp.records.Len
+		failed = failed || fp.err != 0 || fp.divergingEpoch >= 0
+	}
+	return readable, failed
+}
+
+// resolve finds fp's topic by name (v4-v12) or id (v13+), reusing the
+// previous partition's topic when it is the same one.
+func (f *fetch) resolve(fp *fetchPart, last *Topic) *Topic {
+	switch {
+	case last != nil && f.version >= 13 && last.ID == fp.topicID:
+	case last != nil && f.version < 13 && last.Name == fp.topicName:
+	case f.version >= 13:
+		last = f.b.TopicByID(fp.topicID)
+	default:
+		last = f.b.Topic(fp.topicName)
+	}
+	fp.topic = last
+	return last
+}
+
+// readPart fills in one partition's answer. remaining is what is left of
+// the response's max bytes; first is true until some partition has records.
+func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
+	fp.err, fp.hw, fp.logStart, fp.records = 0, -1, -1, storage.Region{}
+	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit = -1, -1, -1, false
+	p := f.partition(fp)
+	if fp.err != 0 {
+		return
+	}
+	l := p.Log
+	hw, logStart, leo := l.HighWatermark(), l.LogStartOffset(), l.LogEndOffset()
+	if fp.lastFetchedEpoch >= 0 && f.diverged(fp, l, leo) {
+		fp.hw, fp.logStart = hw, logStart
+		return
+	}
+	if fp.err != 0 {
+		return
+	}
+	if fp.fetchOffset < logStart || fp.fetchOffset > leo {
+		fp.err = kerr.OffsetOutOfRange.Code
+		return
+	}
+	fp.hw, fp.logStart = hw, logStart
+	limit := min(int64(fp.maxBytes), *remaining)
+	if fp.fetchOffset >= hw || (limit <= 0 && !*first) {
+		return
+	}
+	reg, err := l.Read(fp.fetchOffset, int32(max(limit, 0)), false)
+	if err != nil {
+		fp.err, fp.hw, fp.logStart = ErrorCode(err), -1, -1
+		return
+	}
+	if reg.Len == 0 || (reg.Len > limit && !*first) {
+		return
+	}
+	fp.records = reg
+	*first = false
+	*remaining -= reg.Len
+}
+
+// partition returns fp's partition, or nil with fp.err set.
+func (f *fetch) partition(fp *fetchPart) *Partition {
+	var p *Partition
+	if fp.topic != nil {
+		p = fp.topic.Partition(fp.partition)
+	}
+	switch {
+	case fp.topic == nil && f.version >= 13:
+		fp.err = kerr.UnknownTopicID.Code
+	case p == nil:
+		fp.err = kerr.UnknownTopicOrPartition.Code
+	case f.follower:
+		fp.err = kerr.NotLeaderForPartition.Code
+	default:
+		fp.err = checkLeaderEpoch(p, fp.currentLeaderEpoch)
+		if fp.err == kerr.FencedLeaderEpoch.Code && f.version >= 16 {
+			fp.leaderEpoch = p.LeaderEpoch.Load()
+		}
+	}
+	if fp.err != 0 {
+		return nil
+	}
+	return p
+}
+
+// diverged checks the client's last fetched epoch against the log's epoch
+// history (KIP-595): if that epoch ends before the fetch offset, or the log
+// never had it, the client's log diverged from ours and must truncate to
+// the end offset we report. An epoch the log cannot place at all is
+// OFFSET_OUT_OF_RANGE, as in Kafka.
+func (f *fetch) diverged(fp *fetchPart, l *storage.Log, leo int64) bool {
+	epoch, end := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
+	if epoch < 0 || end < 0 {
+		fp.err = kerr.OffsetOutOfRange.Code
+		return false
+	}
+	if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
+		fp.divergingEpoch, fp.divergingEnd = epoch, end
+		return true
+	}
+	return false
+}
+
+// park waits for more data. The logs' regions are not kept: the fetch is
+// read again when it is answered.
+func (f *fetch) park(readable int64) {
+	parts := make([]*Partition, 0, len(f.parts))
+	hws := make([]int64, 0, len(f.parts))
+	for i := range f.parts {
+		fp := &f.parts[i]
+		fp.records = storage.Region{}
+		if p := fp.topic.Partition(fp.partition); p != nil {
+			parts = append(parts, p)
+			hws = append(hws, fp.hw)
+		}
+	}
+	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.wait, f.answerLater)
+	if !ok {
+		f.answerLater()
+		return
+	}
+	// An append between our read and the registration woke no one; look
+	// for one now. f belongs to the waiter from here on: only parts and
+	// hws, which the answer does not touch, may be read.
+	for i, p := range parts {
+		if p.Log.HighWatermark() != hws[i] {
+			w.complete()
+			return
+		}
+	}
+}
+
+// answerLater answers a parked fetch with a fresh read of every partition.
+func (f *fetch) answerLater() {
+	f.read()
+	f.respond()
+}
+
+// respond encodes and sends the answer, and returns f to the pool.
+func (f *fetch) respond() {
+	if f.session != nil {
+		f.session.finish(f)
+	}
+	w := f.r.beginResponse(f.version >= 12)
+	f.encode(w)
+	f.countFetched()
+	f.r.finish(w.finish())
+	f.release()
+}
+
+func (f *fetch) countFetched() {
+	for i := range f.parts {
+		fp := &f.parts[i]
+		if fp.records.Len > 0 && !fp.omit {
+			// Records are not counted: that would mean reading batch
+			// headers the zero-copy path never touches.
+			f.b.metrics.fetched(fp.topic.Name, int(fp.records.Len), 0)
+		}
+	}
+}
+
+// maxPooledParts keeps a fetch of a huge session from pinning memory.
+const maxPooledParts = 4096
+
+func (f *fetch) release() {
+	parts := f.parts
+	if cap(parts) > maxPooledParts {
+		parts = nil
+	}
+	clear(parts)
+	*f = fetch{parts: parts[:0]}
+	fetchPool.Put(f)
+}
