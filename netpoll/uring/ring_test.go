@@ -206,7 +206,7 @@ func TestPartialSend(t *testing.T) {
 	r := newRing(t, Params{Entries: 8})
 	a, b := tcpPair(t)
 	unix.SetsockoptInt(a, unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10)
-	unix.SetNonblock(a, true) // the uring backend's sockets are non-blocking
+	unix.SetNonblock(a, true)                                  // the uring backend's sockets are non-blocking
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
 	got := make(chan []byte)
 	go func() {

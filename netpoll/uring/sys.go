@@ -160,19 +160,19 @@ func (c *CQE) More() bool { return c.Flags&CQEFMore != 0 }
 
 type sqringOffsets struct {
 	Head, Tail, RingMask, RingEntries, Flags, Dropped, Array, Resv1 uint32
-	Resv2                                                          uint64
+	Resv2                                                           uint64
 }
 
 type cqringOffsets struct {
 	Head, Tail, RingMask, RingEntries, Overflow, Cqes, Flags, Resv1 uint32
-	Resv2                                                          uint64
+	Resv2                                                           uint64
 }
 
 type params struct {
 	SQEntries, CQEntries, Flags, SQThreadCPU, SQThreadIdle, Features, WQFd uint32
-	Resv                                                                  [3]uint32
-	SQOff                                                                 sqringOffsets
-	CQOff                                                                 cqringOffsets
+	Resv                                                                   [3]uint32
+	SQOff                                                                  sqringOffsets
+	CQOff                                                                  cqringOffsets
 }
 
 type geteventsArg struct {
