@@ -1,0 +1,77 @@
+package engine
+
+// OffsetFetch (key 9), versions 1-9.
+//
+// Returns a group's committed offsets: for the requested partitions (-1,
+// no metadata, leader epoch -1 where nothing is committed, including
+// unknown topics and unknown groups), or, when topics is null (v2+), every
+// partition the group has committed. v8+ batch several groups, each with
+// its own error. RequireStable (v7+) needs no waiting: Sluice has no
+// transactional offset commits, so no offset is ever unstable. v9's member
+// id and epoch belong to KIP-848 groups and are ignored for classic groups
+// (as Kafka does). There is no group-level error: groups are loaded before
+// the listener opens (never COORDINATOR_LOAD_IN_PROGRESS) and this broker
+// coordinates every group. v0 (offsets in ZooKeeper) and v10 (topic ids)
+// are not served, like Kafka 4.0.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { register(kmsg.OffsetFetch, 1, 9, (*Broker).handleOffsetFetch) }
+
+func (b *Broker) handleOffsetFetch(r *Request) {
+	req := r.Msg.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	if r.Version >= 8 {
+		for _, rg := range req.Groups {
+			var topics []fetchedTopic
+			if rg.Topics != nil {
+				topics = make([]fetchedTopic, 0, len(rg.Topics))
+				for _, t := range rg.Topics {
+					topics = append(topics, requestedTopic(t.Topic, t.Partitions))
+				}
+			}
+			resp.Groups = append(resp.Groups, fetchGroupResponse(rg.Group, b.groups.fetchOffsets(rg.Group, topics)))
+		}
+		r.Respond(resp)
+		return
+	}
+	var topics []fetchedTopic
+	if req.Topics != nil {
+		topics = make([]fetchedTopic, 0, len(req.Topics))
+		for _, t := range req.Topics {
+			topics = append(topics, requestedTopic(t.Topic, t.Partitions))
+		}
+	}
+	for _, t := range b.groups.fetchOffsets(req.Group, topics) {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: t.topic}
+		for _, p := range t.partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
+				Partition: p.partition, Offset: p.offset, LeaderEpoch: p.leaderEpoch, Metadata: kmsg.StringPtr(p.metadata),
+			})
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	r.Respond(resp)
+}
+
+func requestedTopic(topic string, partitions []int32) fetchedTopic {
+	t := fetchedTopic{topic: topic, partitions: make([]fetchedOffset, len(partitions))}
+	for i, p := range partitions {
+		t.partitions[i].partition = p
+	}
+	return t
+}
+
+func fetchGroupResponse(group string, topics []fetchedTopic) kmsg.OffsetFetchResponseGroup {
+	g := kmsg.OffsetFetchResponseGroup{Group: group, Topics: []kmsg.OffsetFetchResponseGroupTopic{}}
+	for _, t := range topics {
+		rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.topic}
+		for _, p := range t.partitions {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
+				Partition: p.partition, Offset: p.offset, LeaderEpoch: p.leaderEpoch, Metadata: kmsg.StringPtr(p.metadata),
+			})
+		}
+		g.Topics = append(g.Topics, rt)
+	}
+	return g
+}

@@ -1,0 +1,59 @@
+package engine
+
+// FindCoordinator (key 10), versions 0-6.
+//
+// This broker coordinates every group, so a group key (type 0; v0 has no
+// type) always answers with this broker. v4+ batch several keys
+// (CoordinatorKeys), each answered on its own.
+//
+// Transaction keys (type 1) answer COORDINATOR_NOT_AVAILABLE with a
+// message: Sluice has no transaction coordinator, and that is what Kafka
+// answers when it cannot host one (its transaction log unavailable).
+// Clients treat it as retriable, so a transactional producer fails with a
+// timeout rather than at once; but it is the honest Kafka answer, and a
+// client whose broker later gains transactions needs no other change.
+// Share-group keys (type 2) and unknown types answer INVALID_REQUEST, as
+// Kafka does without share groups enabled.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.FindCoordinator, 0, 6, (*Broker).handleFindCoordinator) }
+
+const (
+	coordinatorGroup       int8 = 0
+	coordinatorTransaction int8 = 1
+)
+
+func (b *Broker) handleFindCoordinator(r *Request) {
+	req := r.Msg.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	if r.Version >= 4 {
+		for _, key := range req.CoordinatorKeys {
+			resp.Coordinators = append(resp.Coordinators, b.coordinatorFor(key, req.CoordinatorType))
+		}
+		r.Respond(resp)
+		return
+	}
+	c := b.coordinatorFor(req.CoordinatorKey, req.CoordinatorType)
+	resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+	resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+	r.Respond(resp)
+}
+
+func (b *Broker) coordinatorFor(key string, keyType int8) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
+	switch keyType {
+	case coordinatorGroup:
+		c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.host, b.port
+	case coordinatorTransaction:
+		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		c.ErrorMessage = kmsg.StringPtr("Sluice has no transaction coordinator: transactional producers are not supported")
+	default:
+		c.ErrorCode = kerr.InvalidRequest.Code
+		c.ErrorMessage = kmsg.StringPtr("unsupported coordinator key type")
+	}
+	return c
+}

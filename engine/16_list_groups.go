@@ -1,0 +1,53 @@
+package engine
+
+// ListGroups (key 16), versions 0-5.
+//
+// Every group this broker coordinates (all of them), with its protocol
+// type; v4+ also its state, filtered by StatesFilter when given; v5+ its
+// type, filtered by TypesFilter. Both filters compare case-insensitively,
+// as Kafka does. Every Sluice group is a "classic" group (no KIP-848
+// consumer groups, no share groups).
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(kmsg.ListGroups, 0, 5, (*Broker).handleListGroups) }
+
+const classicGroupType = "classic"
+
+func (b *Broker) handleListGroups(r *Request) {
+	req := r.Msg.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	resp.Groups = []kmsg.ListGroupsResponseGroup{}
+	if !matchesFilter(req.TypesFilter, classicGroupType) {
+		r.Respond(resp)
+		return
+	}
+	for _, g := range b.groups.allGroups() {
+		g.mu.Lock()
+		lg := kmsg.ListGroupsResponseGroup{Group: g.name, ProtocolType: g.protocolType, GroupState: g.state.String(), GroupType: classicGroupType}
+		g.unlock()
+		if lg.GroupState != groupDead.String() && matchesFilter(req.StatesFilter, lg.GroupState) {
+			resp.Groups = append(resp.Groups, lg)
+		}
+	}
+	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
+	r.Respond(resp)
+}
+
+// matchesFilter reports whether v passes a filter (empty passes all).
+func matchesFilter(filter []string, v string) bool {
+	if len(filter) == 0 {
+		return true
+	}
+	for _, f := range filter {
+		if strings.EqualFold(f, v) {
+			return true
+		}
+	}
+	return false
+}
