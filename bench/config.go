@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Mode selects what a run does.
+type Mode string
+
+const (
+	// ModeProduceConsume runs producers and, if Consumers > 0, consumers
+	// reading the records as they land (end-to-end latency).
+	ModeProduceConsume Mode = "produce-consume"
+	// ModeCatchUp first produces Records (or for Duration) with nobody
+	// reading, then measures consumers reading it all back from the start:
+	// the data is in the page cache, so this is the broker's read path.
+	ModeCatchUp Mode = "catch-up"
+	// ModeRawFetch is ModeCatchUp read back by RawFetch instead of franz-go.
+	ModeRawFetch Mode = "raw-fetch"
+)
+
+// Config is one load-generator run. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	Brokers     []string      `json:"brokers"`
+	Topic       string        `json:"topic"`
+	Partitions  int           `json:"partitions"`
+	Producers   int           `json:"producers"`
+	Consumers   int           `json:"consumers"`
+	RecordSize  int           `json:"record_size"`
+	Rate        float64       `json:"rate"` // records/s over all producers; 0 = as fast as possible
+	Duration    time.Duration `json:"duration_ns"`
+	Records     int64         `json:"records"` // if > 0, produce exactly this many instead of running for Duration
+	Acks        string        `json:"acks"`    // "0", "1" or "all"
+	Compression string        `json:"compression"`
+	Linger      time.Duration `json:"linger_ns"`
+	BatchBytes  int           `json:"batch_bytes"`
+	// Compressible fills values with repeated text instead of random bytes.
+	Compressible bool `json:"compressible"`
+	Mode         Mode `json:"mode"`
+	// KeepTopic skips creating the topic (it must exist).
+	KeepTopic bool `json:"keep_topic"`
+	// Progress is how often the live line is printed; 0 disables it.
+	Progress time.Duration `json:"-"`
+}
+
+// DefaultConfig is what `sluice bench` runs with no flags.
+func DefaultConfig() Config {
+	return Config{
+		Brokers:     []string{"127.0.0.1:9092"},
+		Topic:       "sluice-bench",
+		Partitions:  1,
+		Producers:   1,
+		Consumers:   1,
+		RecordSize:  1024,
+		Duration:    10 * time.Second,
+		Acks:        "all",
+		Compression: "none",
+		Linger:      0,
+		BatchBytes:  1 << 20,
+		Mode:        ModeProduceConsume,
+		Progress:    time.Second,
+	}
+}
+
+// headerSize is the run id and send time at the front of every value.
+const headerSize = 16
+
+// RegisterFlags binds c's fields to flags on fs, with c's values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("brokers", "comma-separated bootstrap HOST:PORT list (default "+strings.Join(c.Brokers, ",")+")", func(s string) error {
+		c.Brokers = splitList(s)
+		if len(c.Brokers) == 0 {
+			return errors.New("empty broker list")
+		}
+		return nil
+	})
+	fs.StringVar(&c.Topic, "topic", c.Topic, "topic to produce to and consume from")
+	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the topic (created by the run)")
+	fs.IntVar(&c.Producers, "producers", c.Producers, "producer clients")
+	fs.IntVar(&c.Consumers, "consumers", c.Consumers, "consumer clients (partitions are split between them; 0 = produce only)")
+	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "value size in bytes (at least 16)")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "records/s over all producers, 0 = as fast as possible")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "how long to produce")
+	fs.Int64Var(&c.Records, "records", c.Records, "produce exactly this many records instead of running for --duration")
+	fs.StringVar(&c.Acks, "acks", c.Acks, "0, 1 or all")
+	fs.StringVar(&c.Compression, "compression", c.Compression, "none, gzip, snappy, lz4 or zstd")
+	fs.DurationVar(&c.Linger, "linger", c.Linger, "producer linger")
+	fs.IntVar(&c.BatchBytes, "batch-bytes", c.BatchBytes, "producer max batch bytes")
+	fs.BoolVar(&c.Compressible, "compressible", c.Compressible, "compressible values (repeated text) instead of random bytes")
+	fs.Func("mode", "produce-consume, catch-up or raw-fetch (default "+string(c.Mode)+")", func(s string) error {
+		c.Mode = Mode(s)
+		return nil
+	})
+	fs.BoolVar(&c.KeepTopic, "keep-topic", c.KeepTopic, "use the existing topic instead of creating it")
+	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
+}
+
+// Validate reports the first thing wrong with c.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("no brokers")
+	case c.Topic == "":
+		return errors.New("no topic")
+	case c.Partitions < 1:
+		return errors.New("--partitions must be at least 1")
+	case c.Producers < 1:
+		return errors.New("--producers must be at least 1")
+	case c.Consumers < 0:
+		return errors.New("--consumers must not be negative")
+	case c.RecordSize < headerSize:
+		return fmt.Errorf("--record-size must be at least %d (run id and timestamp)", headerSize)
+	case c.Rate < 0:
+		return errors.New("--rate must not be negative")
+	case c.Records <= 0 && c.Duration <= 0:
+		return errors.New("need --duration or --records")
+	case c.BatchBytes < c.RecordSize+128:
+		return errors.New("--batch-bytes must hold at least one record")
+	}
+	if _, err := c.acks(); err != nil {
+		return err
+	}
+	if _, err := c.codec(); err != nil {
+		return err
+	}
+	switch c.Mode {
+	case ModeProduceConsume, ModeCatchUp, ModeRawFetch:
+	default:
+		return fmt.Errorf("unknown --mode %q", c.Mode)
+	}
+	if c.Mode != ModeProduceConsume && c.Consumers < 1 {
+		return fmt.Errorf("--mode %s needs at least one consumer", c.Mode)
+	}
+	return nil
+}
+
+func (c *Config) acks() (kgo.Acks, error) {
+	switch c.Acks {
+	case "0":
+		return kgo.NoAck(), nil
+	case "1":
+		return kgo.LeaderAck(), nil
+	case "all", "-1":
+		return kgo.AllISRAcks(), nil
+	}
+	return kgo.Acks{}, fmt.Errorf("unknown --acks %q (0, 1 or all)", c.Acks)
+}
+
+func (c *Config) codec() (kgo.CompressionCodec, error) {
+	switch c.Compression {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("unknown --compression %q", c.Compression)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

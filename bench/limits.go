@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits are the machine's own ceilings, measured without a broker: what a
+// broker's fetch path and produce path could reach at best.
+type Limits struct {
+	// SendfileMBps is a page-cached file sent with sendfile(2) to a
+	// 127.0.0.1 TCP socket whose reader discards it.
+	SendfileMBps float64 `json:"sendfile_loopback_mb_per_sec"`
+	// WriteMBps is sequential 1 MiB write(2)s to a file on the data disk
+	// (into the page cache, as brokers write); WriteSyncMBps includes the
+	// closing fdatasync.
+	WriteMBps     float64 `json:"sequential_write_mb_per_sec"`
+	WriteSyncMBps float64 `json:"sequential_write_fsync_mb_per_sec"`
+}
+
+// MeasureLimits measures both limits using a scratch file in dir, for about
+// d each.
+func MeasureLimits(dir string, fileBytes int64, d time.Duration) (Limits, error) {
+	var l Limits
+	var err error
+	if l.WriteMBps, l.WriteSyncMBps, err = SequentialWrite(dir, fileBytes, d); err != nil {
+		return l, fmt.Errorf("sequential write: %w", err)
+	}
+	if l.SendfileMBps, err = SendfileLoopback(dir, fileBytes, d); err != nil {
+		return l, fmt.Errorf("loopback sendfile: %w", err)
+	}
+	return l, nil
+}
+
+const limitChunk = 1 << 20
+
+func randomChunk() []byte {
+	b := make([]byte, limitChunk)
+	_, _ = rand.NewChaCha8([32]byte{'l', 'i', 'm', 'i', 't'}).Read(b)
+	return b
+}
+
+// SequentialWrite writes 1 MiB chunks to a new file in dir until maxBytes or
+// d, and returns MB/s into the page cache and MB/s including the final
+// fdatasync. The file is removed.
+func SequentialWrite(dir string, maxBytes int64, d time.Duration) (buffered, synced float64, err error) {
+	f, err := os.CreateTemp(dir, "sluice-bench-write-*")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	chunk := randomChunk()
+	var n int64
+	start := time.Now()
+	for n < maxBytes && time.Since(start) < d {
+		w, err := f.Write(chunk)
+		if err != nil {
+			return 0, 0, err
+		}
+		n += int64(w)
+	}
+	wrote := time.Since(start)
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return 0, 0, err
+	}
+	all := time.Since(start)
+	return float64(n) / wrote.Seconds() / 1e6, float64(n) / all.Seconds() / 1e6, nil
+}
+
+// SendfileLoopback fills a fileBytes file in dir (synced, so its pages are
+// clean and cached like a broker's closed segments), then sends it over and
+// over with sendfile(2) to a 127.0.0.1 TCP socket for d, and returns the MB/s
+// the discarding reader received.
+func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, error) {
+	f, err := os.CreateTemp(dir, "sluice-bench-sendfile-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	chunk := randomChunk()
+	for n := int64(0); n < fileBytes; n += limitChunk {
+		if _, err := f.Write(chunk); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	size := fileBytes / limitChunk * limitChunk
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	var received atomic.Int64
+	readDone := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			readDone <- err
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, limitChunk)
+		for {
+			n, err := c.Read(buf)
+			received.Add(int64(n))
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				readDone <- err
+				return
+			}
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		conn.Close()
+		return 0, err
+	}
+	src := int(f.Fd())
+	start := time.Now()
+	var off int64
+	var sendErr error
+	for time.Since(start) < d && sendErr == nil {
+		werr := raw.Write(func(fd uintptr) bool {
+			n, err := unix.Sendfile(int(fd), src, &off, int(min(size-off, 16*limitChunk)))
+			if err == unix.EAGAIN {
+				return false // wait until the socket is writable
+			}
+			if err != nil {
+				sendErr = err
+			} else if n == 0 {
+				sendErr = io.ErrUnexpectedEOF
+			}
+			return true
+		})
+		if werr != nil && sendErr == nil {
+			sendErr = werr
+		}
+		if off >= size {
+			off = 0
+		}
+	}
+	elapsed := time.Since(start)
+	got := received.Load() // what arrived within d
+	conn.Close()
+	if err := <-readDone; err != nil && sendErr == nil {
+		sendErr = err
+	}
+	if sendErr != nil {
+		return 0, sendErr
+	}
+	return float64(got) / elapsed.Seconds() / 1e6, nil
+}
+
+// scratchDir returns dir if set, else a directory for scratch files on the
+// same disk as dataDir.
+func scratchDir(dataDir string) string {
+	return filepath.Clean(dataDir)
+}

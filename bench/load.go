@@ -1,0 +1,398 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// drainTimeout bounds how long consumers may lag behind the last produced
+// record (or a catch-up read may take) before the run gives up on them.
+const drainTimeout = 60 * time.Second
+
+// run is the shared state of one Run.
+type run struct {
+	cfg   Config
+	runID uint64
+	start time.Time // first send
+
+	produced, producedBytes atomic.Int64 // acknowledged
+	consumed, consumedBytes atomic.Int64
+	claimed                 atomic.Int64 // records handed to producers (--records)
+	errs                    atomic.Int64
+	firstErr                atomic.Pointer[string]
+
+	ack, e2e *Recorder
+}
+
+// Run executes one load-generator run against cfg.Brokers. Progress lines go
+// to progress (nil for none).
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder()}
+	res := &Result{Config: cfg, Started: time.Now()}
+
+	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	if !cfg.KeepTopic {
+		if err := createTopic(ctx, adm, cfg.Topic, cfg.Partitions); err != nil {
+			return nil, err
+		}
+	}
+	startOffsets, err := endOffsets(ctx, adm, cfg.Topic)
+	if err != nil {
+		return nil, err
+	}
+
+	var stopProgress func()
+	if progress != nil && cfg.Progress > 0 {
+		stopProgress = r.startProgress(progress, cfg.Progress)
+	}
+	defer func() {
+		if stopProgress != nil {
+			stopProgress()
+		}
+	}()
+
+	r.start = time.Now()
+	switch cfg.Mode {
+	case ModeProduceConsume:
+		err = r.produceAndConsume(ctx, startOffsets, res)
+	case ModeCatchUp, ModeRawFetch:
+		err = r.produceThenRead(ctx, adm, startOffsets, res)
+	}
+	if stopProgress != nil {
+		stopProgress()
+		stopProgress = nil
+	}
+	res.ProduceLatency = r.ack.Summary()
+	res.EndToEnd = r.e2e.Summary()
+	res.ProduceErrors = r.errs.Load()
+	if p := r.firstErr.Load(); p != nil {
+		res.FirstError = *p
+	}
+	return res, err
+}
+
+func (r *run) produceAndConsume(ctx context.Context, start map[int32]int64, res *Result) error {
+	var produceDone atomic.Bool
+	var wg sync.WaitGroup
+	consErr := make(chan error, r.cfg.Consumers)
+	var lastConsume atomic.Int64 // unix ns of the newest consumed record
+	for i := 0; i < r.cfg.Consumers; i++ {
+		parts := assign(start, i, r.cfg.Consumers)
+		if len(parts) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			consErr <- r.consume(ctx, parts, func() bool {
+				return produceDone.Load() && r.consumed.Load() >= r.produced.Load()
+			}, &lastConsume)
+		}()
+	}
+	perr := r.produceAll(ctx)
+	pEnd := time.Now()
+	res.Produce = newThroughput(r.produced.Load(), r.producedBytes.Load(), pEnd.Sub(r.start))
+	produceDone.Store(true)
+	wg.Wait()
+	close(consErr)
+	if r.cfg.Consumers > 0 {
+		end := time.Unix(0, lastConsume.Load())
+		if end.Before(r.start) {
+			end = r.start
+		}
+		res.Consume = newThroughput(r.consumed.Load(), r.consumedBytes.Load(), end.Sub(r.start))
+	}
+	for err := range consErr {
+		if err != nil && perr == nil {
+			perr = err
+		}
+	}
+	return perr
+}
+
+func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, start map[int32]int64, res *Result) error {
+	if err := r.produceAll(ctx); err != nil {
+		return err
+	}
+	res.Produce = newThroughput(r.produced.Load(), r.producedBytes.Load(), time.Since(r.start))
+	end, err := endOffsets(ctx, adm, r.cfg.Topic)
+	if err != nil {
+		return err
+	}
+	var want int64
+	for p, e := range end {
+		want += e - start[p]
+	}
+	readStart := time.Now()
+	if r.cfg.Mode == ModeRawFetch {
+		tp, err := RawFetch(ctx, r.cfg.Brokers, r.cfg.Topic, r.cfg.Consumers, start, end, &r.consumed, &r.consumedBytes)
+		if err != nil {
+			return err
+		}
+		res.Consume = tp
+		return nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, r.cfg.Consumers)
+	var last atomic.Int64
+	for i := 0; i < r.cfg.Consumers; i++ {
+		parts := assign(start, i, r.cfg.Consumers)
+		if len(parts) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- r.consume(ctx, parts, func() bool { return r.consumed.Load() >= want }, &last)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	res.Consume = newThroughput(r.consumed.Load(), r.consumedBytes.Load(), time.Unix(0, last.Load()).Sub(readStart))
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	if got := r.consumed.Load(); got < want {
+		return fmt.Errorf("catch-up read %d of %d records", got, want)
+	}
+	return nil
+}
+
+// assign gives consumer i of n every n-th partition, at its start offset.
+func assign(start map[int32]int64, i, n int) map[int32]kgo.Offset {
+	out := make(map[int32]kgo.Offset)
+	for p, off := range start {
+		if int(p)%n == i {
+			out[p] = kgo.NewOffset().At(off)
+		}
+	}
+	return out
+}
+
+// produceAll runs the producers until Duration passes or Records are sent,
+// then waits for every acknowledgement.
+func (r *run) produceAll(ctx context.Context) error {
+	acks, _ := r.cfg.acks()
+	codec, _ := r.cfg.codec()
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.DefaultProduceTopic(r.cfg.Topic),
+		kgo.RequiredAcks(acks),
+		kgo.ProducerLinger(r.cfg.Linger),
+		kgo.ProducerBatchMaxBytes(int32(r.cfg.BatchBytes)),
+		kgo.ProducerBatchCompression(codec),
+		kgo.RecordDeliveryTimeout(drainTimeout),
+	}
+	if r.cfg.Acks != "all" && r.cfg.Acks != "-1" {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	clients := make([]*kgo.Client, r.cfg.Producers)
+	for i := range clients {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			for _, c := range clients[:i] {
+				c.Close()
+			}
+			return err
+		}
+		clients[i] = cl
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.produce(ctx, cl, uint64(i))
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// produce is one producer's loop.
+func (r *run) produce(ctx context.Context, cl *kgo.Client, seed uint64) {
+	pl := newPayloads(r.cfg.RecordSize, r.runID, r.cfg.Compressible, seed)
+	rate := r.cfg.Rate / float64(r.cfg.Producers)
+	deadline := r.start.Add(r.cfg.Duration)
+	promise := func(rec *kgo.Record, err error) {
+		if err != nil {
+			r.fail(err)
+			return
+		}
+		if sent, ok := sentAt(rec.Value, r.runID); ok {
+			r.ack.Record(time.Since(sent))
+		}
+		r.produced.Add(1)
+		r.producedBytes.Add(int64(len(rec.Value)))
+	}
+	var sent int64
+	for ctx.Err() == nil {
+		now := time.Now()
+		if r.cfg.Records <= 0 && now.After(deadline) {
+			break
+		}
+		intended := now
+		if rate > 0 {
+			// The schedule says when record `sent` was due; sleep until
+			// then, or send at once if behind (its latency still counts
+			// from when it was due).
+			intended = r.start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
+			if wait := intended.Sub(now); wait > 0 {
+				if r.cfg.Records <= 0 && intended.After(deadline) {
+					break
+				}
+				time.Sleep(wait)
+			}
+		}
+		if r.cfg.Records > 0 && r.claimed.Add(1) > r.cfg.Records {
+			break
+		}
+		cl.Produce(ctx, &kgo.Record{Value: pl.next(intended)}, promise)
+		sent++
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		r.fail(fmt.Errorf("flush: %w", err))
+	}
+}
+
+func (r *run) fail(err error) {
+	r.errs.Add(1)
+	s := err.Error()
+	r.firstErr.CompareAndSwap(nil, &s)
+}
+
+// consume reads parts until done() holds or it has waited drainTimeout with
+// nothing new after producers stopped. last is raised to the time of the
+// newest record seen.
+func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func() bool, last *atomic.Int64) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(r.cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	idleSince := time.Now()
+	for !done() {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		now := time.Now()
+		var n, b int64
+		fs.EachRecord(func(rec *kgo.Record) {
+			n++
+			b += int64(len(rec.Value))
+			if sent, ok := sentAt(rec.Value, r.runID); ok {
+				r.e2e.Record(now.Sub(sent))
+			}
+		})
+		for _, fe := range fs.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !kerr.IsRetriable(fe.Err) {
+				return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		if n > 0 {
+			r.consumed.Add(n)
+			r.consumedBytes.Add(b)
+			storeMax(last, now.UnixNano())
+			idleSince = now
+		} else if now.Sub(idleSince) > drainTimeout {
+			return fmt.Errorf("consumer: nothing read for %v (have %d of %d records)", drainTimeout, r.consumed.Load(), r.produced.Load())
+		}
+	}
+	return nil
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// createTopic creates topic with n partitions and one replica, and waits
+// until every partition has a leader.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, n int) error {
+	resp, err := adm.CreateTopic(ctx, int32(n), 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		offs, err := endOffsets(ctx, adm, topic)
+		if err == nil && len(offs) >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: partitions not ready after 30s (%v)", topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// endOffsets returns every partition's log end offset.
+func endOffsets(ctx context.Context, adm *kadm.Client, topic string) (map[int32]int64, error) {
+	lo, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]int64)
+	var firstErr error
+	lo.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if firstErr == nil {
+				firstErr = o.Err
+			}
+			return
+		}
+		out[o.Partition] = o.Offset
+	})
+	if len(out) == 0 {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("topic %s has no partitions", topic)
+		}
+		return nil, firstErr
+	}
+	return out, firstErr
+}

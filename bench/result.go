@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Result is what one run measured.
+type Result struct {
+	Config  Config    `json:"config"`
+	Started time.Time `json:"started"`
+	// Produce counts acknowledged records, from the first send to the last
+	// acknowledgement.
+	Produce Throughput `json:"produce"`
+	// Consume counts records read back: while producing (produce-consume)
+	// or afterwards from the start of the run's records (catch-up,
+	// raw-fetch; raw-fetch counts response bytes).
+	Consume        Throughput     `json:"consume"`
+	ProduceLatency LatencySummary `json:"produce_ack_latency"`
+	EndToEnd       LatencySummary `json:"end_to_end_latency"`
+	ProduceErrors  int64          `json:"produce_errors"`
+	FirstError     string         `json:"first_error,omitempty"`
+}
+
+// Throughput is records and bytes over a time span. MB is 10^6 bytes.
+type Throughput struct {
+	Records       int64   `json:"records"`
+	Bytes         int64   `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+}
+
+func newThroughput(records, bytes int64, d time.Duration) Throughput {
+	t := Throughput{Records: records, Bytes: bytes, Seconds: d.Seconds()}
+	if t.Seconds > 0 {
+		t.RecordsPerSec = float64(records) / t.Seconds
+		t.MBPerSec = float64(bytes) / t.Seconds / 1e6
+	}
+	return t
+}
+
+// WriteText prints r for a person.
+func (r *Result) WriteText(w io.Writer) {
+	c := r.Config
+	rate := "max"
+	if c.Rate > 0 {
+		rate = fmt.Sprintf("%.0f rec/s", c.Rate)
+	}
+	fmt.Fprintf(w, "sluice bench: %s, topic %s (%d partitions), %d producers, %d consumers, %d B records, rate %s, acks=%s, compression=%s\n",
+		c.Mode, c.Topic, c.Partitions, c.Producers, c.Consumers, c.RecordSize, rate, c.Acks, c.Compression)
+	printTP := func(name string, t Throughput) {
+		fmt.Fprintf(w, "  %-8s %10d records in %6.2fs: %10.0f records/s %8.1f MB/s\n",
+			name, t.Records, t.Seconds, t.RecordsPerSec, t.MBPerSec)
+	}
+	printTP("produce", r.Produce)
+	if r.Consume.Records > 0 || r.Consume.Bytes > 0 {
+		printTP("consume", r.Consume)
+	}
+	printLat := func(name string, s LatencySummary) {
+		if s.Count == 0 {
+			return
+		}
+		fmt.Fprintf(w, "  %-8s latency ms: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (n=%d)\n",
+			name, s.P50, s.P90, s.P99, s.P999, s.Max, s.Count)
+	}
+	printLat("ack", r.ProduceLatency)
+	printLat("e2e", r.EndToEnd)
+	if r.ProduceErrors > 0 {
+		fmt.Fprintf(w, "  produce errors: %d (first: %s)\n", r.ProduceErrors, r.FirstError)
+	}
+}
+
+// WriteJSONFile writes v as indented JSON to path.
+func WriteJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
