@@ -1,0 +1,389 @@
+// Command driver runs Sluice's compatibility matrix: it starts a freshly
+// built `sluice serve` on a free 127.0.0.1 port with a temporary data
+// directory, runs every client's scenario against it (each with its own
+// timeout), stops the broker cleanly, runs the on-disk checks against its
+// segment files, writes COMPATIBILITY.md and exits non-zero when any
+// capability failed.
+//
+// A scenario is any program that prints result lines on stdout (see
+// results.go); everything else it prints is kept in its log file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("interop: ")
+	opts := parseFlags()
+	ok, err := run(opts)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	root     string // repository root
+	sluice   string // broker binary; built from the repo when empty
+	only     map[string]bool
+	out      string // COMPATIBILITY.md path; empty: do not write
+	workDir  string // logs and data; a temp dir when empty
+	logLevel string
+}
+
+func parseFlags() options {
+	var o options
+	var only string
+	flag.StringVar(&o.root, "root", ".", "repository root")
+	flag.StringVar(&o.sluice, "sluice", "", "sluice binary (default: go build ./cmd/sluice)")
+	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
+	flag.StringVar(&o.out, "out", "COMPATIBILITY.md", "matrix to write, relative to -root (empty: none)")
+	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
+	flag.StringVar(&o.logLevel, "broker-log-level", "debug", "the broker's --log-level")
+	flag.Parse()
+	if only != "" {
+		o.only = map[string]bool{}
+		for _, id := range strings.Split(only, ",") {
+			o.only[strings.TrimSpace(id)] = true
+		}
+	}
+	return o
+}
+
+func run(o options) (bool, error) {
+	root, err := filepath.Abs(o.root)
+	if err != nil {
+		return false, err
+	}
+	work := o.workDir
+	if work == "" {
+		if work, err = os.MkdirTemp("", "sluice-interop-"); err != nil {
+			return false, err
+		}
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return false, err
+	}
+	log.Printf("work dir %s", work)
+	bin := o.sluice
+	if bin == "" {
+		bin = filepath.Join(work, "sluice")
+		if err := buildBroker(root, bin); err != nil {
+			return false, err
+		}
+	}
+	br, err := startBroker(bin, work, o.logLevel)
+	if err != nil {
+		return false, err
+	}
+	defer br.kill()
+	log.Printf("broker %s up (pid %d, data %s, log %s)", br.addr, br.cmd.Process.Pid, br.dataDir, br.logPath)
+
+	env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir}
+	var results []scenarioResult
+	selected := selectScenarios(matrix(), o.only)
+	lives := map[string]*runOutput{}
+	for _, sc := range selected {
+		if !sc.afterStop {
+			results = append(results, runScenario(sc, env, br, nil))
+		} else if sc.liveArgv != nil {
+			log.Printf("running %s live part", sc.id)
+			out := runCommand(sc, sc.liveArgv, env, br, filepath.Join(env.work, sc.id+".log"))
+			lives[sc.id] = &out
+		}
+	}
+	stopErr := br.stop(30 * time.Second)
+	if stopErr != nil {
+		log.Printf("broker did not stop cleanly: %v", stopErr)
+	}
+	for _, sc := range selected {
+		if sc.afterStop {
+			results = append(results, runScenario(sc, env, br, lives[sc.id]))
+		}
+	}
+
+	ok := report(os.Stdout, results)
+	if stopErr != nil {
+		ok = false
+		fmt.Printf("FAIL broker shutdown: %v\n", stopErr)
+	}
+	if o.out != "" && o.only == nil {
+		path := filepath.Join(root, o.out)
+		if err := os.WriteFile(path, []byte(renderMarkdown(results, time.Now())), 0o644); err != nil {
+			return false, err
+		}
+		log.Printf("wrote %s", path)
+	}
+	return ok, nil
+}
+
+func selectScenarios(all []scenario, only map[string]bool) []scenario {
+	if only == nil {
+		return all
+	}
+	var out []scenario
+	for _, sc := range all {
+		if only[sc.id] {
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+func buildBroker(root, bin string) error {
+	log.Printf("building %s", bin)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/sluice")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build broker: %w", err)
+	}
+	return nil
+}
+
+// broker is the sluice serve process under test.
+type broker struct {
+	addr, dataDir, logPath string
+	cmd                    *exec.Cmd
+	exited                 chan error
+	logFile                *os.File
+}
+
+// brokerProperties speeds up group formation (the scenarios form dozens of
+// groups) and keeps everything else at Kafka's defaults.
+const brokerProperties = `group.initial.rebalance.delay.ms=100
+`
+
+func startBroker(bin, work, logLevel string) (*broker, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	b := &broker{
+		addr:    fmt.Sprintf("127.0.0.1:%d", port),
+		dataDir: filepath.Join(work, "data"),
+		logPath: filepath.Join(work, "broker.log"),
+		exited:  make(chan error, 1),
+	}
+	props := filepath.Join(work, "server.properties")
+	if err := os.WriteFile(props, []byte(brokerProperties), 0o644); err != nil {
+		return nil, err
+	}
+	if b.logFile, err = os.Create(b.logPath); err != nil {
+		return nil, err
+	}
+	b.cmd = exec.Command(bin, "serve", "--listen", b.addr, "--data-dir", b.dataDir,
+		"--config", props, "--log-level", logLevel)
+	b.cmd.Stdout, b.cmd.Stderr = b.logFile, b.logFile
+	if err := b.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start broker: %w", err)
+	}
+	go func() { b.exited <- b.cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-b.exited:
+			return nil, fmt.Errorf("broker exited at start (%v); log:\n%s", err, tail(b.logPath, 30))
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", b.addr, time.Second); err == nil {
+			c.Close()
+			return b, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.kill()
+	return nil, fmt.Errorf("broker did not listen on %s within 30s", b.addr)
+}
+
+// alive reports whether the broker process is still running.
+func (b *broker) alive() bool {
+	select {
+	case err := <-b.exited:
+		b.exited <- err
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit 0.
+func (b *broker) stop(timeout time.Duration) error {
+	if b.cmd == nil {
+		return nil
+	}
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-b.exited:
+		b.cmd = nil
+		b.logFile.Close()
+		return err
+	case <-time.After(timeout):
+		b.kill()
+		return fmt.Errorf("no exit %v after SIGTERM", timeout)
+	}
+}
+
+func (b *broker) kill() {
+	if b.cmd == nil {
+		return
+	}
+	_ = b.cmd.Process.Kill()
+	<-b.exited
+	b.cmd = nil
+	b.logFile.Close()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// scenarioEnv is what every scenario is told through its environment.
+type scenarioEnv struct {
+	root, work, bootstrap, dataDir string
+}
+
+// runScenario runs a scenario's command (and, for an afterStop scenario,
+// the live part recorded earlier) and folds its result lines.
+func runScenario(sc scenario, env scenarioEnv, br *broker, live *runOutput) scenarioResult {
+	res := scenarioResult{scenario: sc, logPath: filepath.Join(env.work, sc.id+".log")}
+	log.Printf("running %s (timeout %v, log %s)", sc.id, sc.timeout, res.logPath)
+	out := runCommand(sc, sc.argv, env, br, res.logPath)
+	if live != nil {
+		out.lines = append(live.lines, out.lines...)
+		if out.err == nil {
+			out.err = live.err
+		}
+		out.brokerLog = append(live.brokerLog, out.brokerLog...)
+		out.brokerDied = out.brokerDied || live.brokerDied
+	}
+	res.lines, res.runErr, res.brokerDied, res.brokerLog, res.elapsed = out.lines, out.err, out.brokerDied, out.brokerLog, out.elapsed
+	res.finish()
+	log.Printf("%s: %s in %.1fs", sc.id, res.summary(), res.elapsed.Seconds())
+	return res
+}
+
+// runOutput is what one command of a scenario left.
+type runOutput struct {
+	lines      []line
+	err        error
+	brokerDied bool
+	brokerLog  []string
+	elapsed    time.Duration
+}
+
+func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath string) runOutput {
+	var out runOutput
+	start := time.Now()
+	logMark := fileSize(br.logPath)
+	ctx, cancel := context.WithTimeout(context.Background(), sc.timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = filepath.Join(env.root, sc.dir)
+	cmd.Env = append(os.Environ(),
+		"SLUICE_BOOTSTRAP="+env.bootstrap,
+		"SLUICE_DATA_DIR="+env.dataDir,
+		"SLUICE_ROOT="+env.root,
+		"INTEROP_WORK="+env.work,
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Kill the whole process group on timeout: JVMs and shells start children.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		out.err = err
+		return out
+	}
+	defer logFile.Close()
+	fmt.Fprintf(logFile, "### %s\n", strings.Join(argv, " "))
+	pr, pw := io.Pipe()
+	cmd.Stdout = io.MultiWriter(logFile, pw)
+	cmd.Stderr = logFile
+	parsed := make(chan []line, 1)
+	go func() { parsed <- parseLines(pr) }()
+	runErr := cmd.Run()
+	pw.Close()
+	out.lines = <-parsed
+	out.elapsed = time.Since(start)
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		out.err = fmt.Errorf("timed out after %v", sc.timeout)
+	case runErr != nil:
+		out.err = runErr
+	}
+	if br.cmd != nil && !br.alive() {
+		out.brokerDied = true
+	}
+	out.brokerLog = brokerComplaints(br.logPath, logMark, 12)
+	return out
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// brokerComplaints returns the last n warning and error lines the broker
+// logged after byte offset from.
+func brokerComplaints(path string, from int64, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "panic") {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
+}

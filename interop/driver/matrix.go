@@ -1,0 +1,141 @@
+package main
+
+import "time"
+
+// scenario is one client's scripted run against the broker.
+type scenario struct {
+	id      string   // short name, also the -only key and log file name
+	client  string   // what the matrix calls it
+	version string   // pinned version, shown unless the run reports its own
+	table   string   // which table of COMPATIBILITY.md it belongs to
+	dir     string   // working directory, relative to the repository root
+	argv    []string // the command; it prints result lines on stdout
+	timeout time.Duration
+	// caps are the capabilities the scenario must report; one it never
+	// reports (a crash, a timeout) counts as failed.
+	caps []string
+	// liveArgv, when set on an afterStop scenario, runs while the broker is
+	// up (to write what the later check reads).
+	liveArgv  []string
+	afterStop bool // runs after the broker has shut down cleanly
+}
+
+const (
+	tableClients = "clients"
+	tableTools   = "tools"
+)
+
+// capability is one column of the clients table, or one step of a tool.
+type capability struct {
+	id, title, meaning string
+}
+
+// clientCaps are the clients table's columns, in order.
+var clientCaps = []capability{
+	{"create-topic", "create topic", "creates topics with 3-4 partitions through the client's admin API (else the Kafka CLI) and sees them in metadata"},
+	{"codec-none", "none", "produces 120 keyed records with headers and explicit timestamps, acks=all, no compression, and consumes them back exactly: count, order per partition, key, value, headers, timestamp, at the offsets the producer was told"},
+	{"codec-gzip", "gzip", "the same with gzip"},
+	{"codec-snappy", "snappy", "the same with snappy"},
+	{"codec-lz4", "lz4", "the same with lz4"},
+	{"codec-zstd", "zstd", "the same with zstd"},
+	{"idempotence", "idempotent", "the same with the idempotent producer (InitProducerId, sequence numbers), acks=all"},
+	{"group", "group", "two members of one consumer group split 4 partitions and consume 100 records once; they commit; one member leaves, 100 more records are produced, a new member joins, and the group resumes from the committed offsets: exactly the 100 new records, none twice"},
+	{"group-eager", "group (eager)", "the group scenario with partition.assignment.strategy=RangeAssignor"},
+	{"group-cooperative", "group (cooperative)", "the group scenario with partition.assignment.strategy=CooperativeStickyAssignor"},
+	{"list-offsets", "list offsets", "earliest, latest and by-timestamp offsets of every partition match what was produced"},
+	{"describe-config", "describe config", "describes a topic's configs and finds retention.ms"},
+	{"alter-config", "alter config", "sets the topic's retention.ms and reads the new value back"},
+}
+
+var codecCaps = []string{"codec-none", "codec-gzip", "codec-snappy", "codec-lz4", "codec-zstd"}
+
+func caps(ids ...[]string) []string {
+	var out []string
+	for _, l := range ids {
+		out = append(out, l...)
+	}
+	return out
+}
+
+const javaCP = "target/classes:target/deps/*"
+
+func javaArgv(class string, args ...string) []string {
+	return append([]string{"java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", javaCP, class}, args...)
+}
+
+// matrix is every scenario, in the order they run.
+func matrix() []scenario {
+	common := []string{"create-topic"}
+	admin := []string{"list-offsets", "describe-config", "alter-config"}
+	return []scenario{
+		{
+			id: "java", client: "Apache Kafka Java client (kafka-clients)", version: "4.4.0",
+			table: tableClients, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClientScenario"),
+			timeout: 6 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative"}, admin),
+		},
+		{
+			id: "confluent-kafka", client: "confluent-kafka (Python, librdkafka)", version: "2.16.1",
+			table: tableClients, dir: "interop/python",
+			argv:    []string{".venv/bin/python", "scenario.py"},
+			timeout: 4 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
+		},
+		{
+			id: "kcat", client: "kcat (librdkafka)", version: "Debian kcat",
+			table: tableClients, dir: "interop/kcat",
+			argv:    []string{"bash", "scenario.sh"},
+			timeout: 4 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"idempotence", "group", "list-offsets"}),
+		},
+		{
+			id: "kafkajs", client: "KafkaJS", version: "2.2.4",
+			table: tableClients, dir: "interop/node",
+			argv:    []string{"node", "scenario.js"},
+			timeout: 4 * time.Minute,
+			caps:    caps(common, []string{"codec-none", "codec-gzip", "idempotence", "group"}, admin),
+		},
+		{
+			id: "sarama", client: "IBM/sarama", version: "v1.61.1",
+			table: tableClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "sarama"},
+			timeout: 5 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
+		},
+		{
+			id: "kafka-go", client: "segmentio/kafka-go", version: "v0.4.51",
+			table: tableClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "kafka-go"},
+			timeout: 5 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"group"}, admin),
+		},
+		{
+			id: "franz-go", client: "twmb/franz-go", version: "v1.22.3",
+			table: tableClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "franz-go"},
+			timeout: 5 * time.Minute,
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
+		},
+		{
+			id: "kafka-cli", client: "Apache Kafka CLI tools (kafka-tools)", version: "4.4.0",
+			table: tableTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.CliScenario"),
+			timeout: 8 * time.Minute,
+			caps: []string{"kafka-topics create", "kafka-topics describe", "kafka-topics list",
+				"console-producer", "console-consumer", "consumer-groups describe",
+				"consumer-groups reset-offsets", "kafka-configs describe", "kafka-configs alter",
+				"get-offset-shell", "verifiable-producer", "verifiable-consumer"},
+		},
+		{
+			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
+			table: tableTools, dir: "interop/java",
+			liveArgv:  javaArgv("sluice.interop.DumpLogScenario", "produce"),
+			argv:      javaArgv("sluice.interop.DumpLogScenario", "verify"),
+			afterStop: true,
+			timeout:   4 * time.Minute,
+			caps:      []string{"produce fixture", "deep-iteration", "index", "timeindex", "index-sanity-check"},
+		},
+	}
+}

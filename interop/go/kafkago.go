@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
+)
+
+// kafkaGo drives segmentio/kafka-go: Writer and Reader for data, Client for
+// admin requests. kafka-go has no idempotent producer.
+type kafkaGo struct {
+	addr   string
+	client *kafka.Client
+}
+
+func newKafkaGo(bootstrap string) *kafkaGo {
+	return &kafkaGo{addr: bootstrap, client: &kafka.Client{Addr: kafka.TCP(bootstrap), Timeout: 20 * time.Second}}
+}
+
+func (k *kafkaGo) version() string {
+	return "kafka-go " + moduleVersion("github.com/segmentio/kafka-go")
+}
+func (k *kafkaGo) codecs() []string    { return []string{"none", "gzip", "snappy", "lz4", "zstd"} }
+func (k *kafkaGo) canIdempotent() bool { return false }
+func (k *kafkaGo) close()              {}
+
+func (k *kafkaGo) createTopics(ctx context.Context, topics []string, partitions int32) error {
+	req := &kafka.CreateTopicsRequest{}
+	for _, t := range topics {
+		req.Topics = append(req.Topics, kafka.TopicConfig{Topic: t, NumPartitions: int(partitions), ReplicationFactor: 1})
+	}
+	resp, err := k.client.CreateTopics(ctx, req)
+	if err != nil {
+		return err
+	}
+	for t, err := range resp.Errors {
+		if err != nil {
+			return fmt.Errorf("create %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func (k *kafkaGo) partitionCount(ctx context.Context, topic string) (int, error) {
+	md, err := k.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic {
+			if t.Error != nil {
+				return 0, t.Error
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, errors.New("topic not in metadata")
+}
+
+func kafkaGoCodec(codec string) compress.Compression {
+	switch codec {
+	case "gzip":
+		return kafka.Gzip
+	case "snappy":
+		return kafka.Snappy
+	case "lz4":
+		return kafka.Lz4
+	case "zstd":
+		return kafka.Zstd
+	}
+	return 0
+}
+
+func (k *kafkaGo) produce(ctx context.Context, topic, codec string, idempotent bool, recs []record) error {
+	var mu sync.Mutex
+	placed := map[string][2]int64{}
+	w := &kafka.Writer{
+		Addr:         kafka.TCP(k.addr),
+		Topic:        topic,
+		Balancer:     &kafka.Hash{},
+		RequiredAcks: kafka.RequireAll,
+		Compression:  kafkaGoCodec(codec),
+		BatchTimeout: 10 * time.Millisecond,
+		Completion: func(msgs []kafka.Message, err error) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				r := record{Value: m.Value}
+				placed[r.id()] = [2]int64{int64(m.Partition), m.Offset}
+			}
+		},
+	}
+	msgs := make([]kafka.Message, len(recs))
+	for i, r := range recs {
+		m := kafka.Message{Key: r.Key, Value: r.Value, Time: r.Timestamp}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: []byte(h.Value)})
+		}
+		msgs[i] = m
+	}
+	err := w.WriteMessages(ctx, msgs...)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if at, ok := placed[recs[i].id()]; ok {
+			recs[i].Partition, recs[i].Offset = int32(at[0]), at[1]
+		}
+	}
+	return nil
+}
+
+func fromKafkaGo(m kafka.Message) record {
+	r := record{Key: m.Key, Value: m.Value, Timestamp: m.Time, Partition: int32(m.Partition), Offset: m.Offset}
+	for _, h := range m.Headers {
+		r.Headers = append(r.Headers, header{h.Key, string(h.Value)})
+	}
+	return r
+}
+
+func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, error) {
+	parts, err := k.partitionCount(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan kafka.Message)
+	errs := make(chan error, parts)
+	var wg sync.WaitGroup
+	for p := 0; p < parts; p++ {
+		r := kafka.NewReader(kafka.ReaderConfig{
+			Brokers: []string{k.addr}, Topic: topic, Partition: p,
+			MaxWait: 200 * time.Millisecond,
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			for {
+				m, err := r.ReadMessage(rctx)
+				if err != nil {
+					if rctx.Err() == nil {
+						errs <- fmt.Errorf("partition %d: %w", p, err)
+					}
+					return
+				}
+				select {
+				case msgs <- m:
+				case <-rctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+	var out []record
+	for len(out) < n {
+		select {
+		case m := <-msgs:
+			out = append(out, fromKafkaGo(m))
+		case err := <-errs:
+			return out, err
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+type kafkaGoMember struct{ r *kafka.Reader }
+
+func (k *kafkaGo) newMember(ctx context.Context, group, topic string) (member, error) {
+	r := kafka.NewReader(kafka.ReaderConfig{
+		Brokers:           []string{k.addr},
+		GroupID:           group,
+		Topic:             topic,
+		StartOffset:       kafka.FirstOffset,
+		CommitInterval:    0, // synchronous commits
+		HeartbeatInterval: time.Second,
+		MaxWait:           200 * time.Millisecond,
+	})
+	return &kafkaGoMember{r: r}, nil
+}
+
+func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
+	for {
+		msg, err := m.r.FetchMessage(ctx)
+		if err != nil {
+			return err
+		}
+		if err := m.r.CommitMessages(ctx, msg); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		got(fromKafkaGo(msg))
+	}
+}
+
+func (m *kafkaGoMember) close() error { return m.r.Close() }
+
+func (k *kafkaGo) listOffsets(ctx context.Context, topic string) (map[int32]int64, map[int32]int64, error) {
+	parts, err := k.partitionCount(ctx, topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	var reqs []kafka.OffsetRequest
+	for p := 0; p < parts; p++ {
+		reqs = append(reqs, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
+	}
+	resp, err := k.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, nil, err
+	}
+	earliest, latest := map[int32]int64{}, map[int32]int64{}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, nil, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+		earliest[int32(po.Partition)], latest[int32(po.Partition)] = po.FirstOffset, po.LastOffset
+	}
+	return earliest, latest, nil
+}
+
+func (k *kafkaGo) offsetForTime(ctx context.Context, topic string, partition int32, ts time.Time) (int64, error) {
+	resp, err := k.client.ListOffsets(ctx, &kafka.ListOffsetsRequest{
+		Topics: map[string][]kafka.OffsetRequest{topic: {kafka.TimeOffsetOf(int(partition), ts)}},
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return 0, po.Error
+		}
+		for off := range po.Offsets {
+			return off, nil
+		}
+	}
+	return 0, errors.New("no offset in ListOffsets response")
+}
+
+func (k *kafkaGo) describeConfig(ctx context.Context, topic, key string) (string, error) {
+	resp, err := k.client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{
+		Resources: []kafka.DescribeConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic}},
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return "", r.Error
+		}
+		for _, e := range r.ConfigEntries {
+			if e.ConfigName == key {
+				return e.ConfigValue, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func (k *kafkaGo) alterConfig(ctx context.Context, topic, key, value string) error {
+	resp, err := k.client.IncrementalAlterConfigs(ctx, &kafka.IncrementalAlterConfigsRequest{
+		Resources: []kafka.IncrementalAlterConfigsRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
+			Configs: []kafka.IncrementalAlterConfigsRequestConfig{{Name: key, Value: value, ConfigOperation: kafka.ConfigOperationSet}},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return r.Error
+		}
+	}
+	return nil
+}
