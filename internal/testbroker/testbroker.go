@@ -35,6 +35,9 @@ func Start(t testing.TB, mutators ...func(*engine.Config)) *Broker {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.GroupInitialRebalanceDelay = 0
+	// __consumer_offsets is created at start; opening and closing 50 logs
+	// would cost every test about a second.
+	cfg.OffsetsTopicPartitions = 4
 	for _, m := range mutators {
 		m(&cfg)
 	}
