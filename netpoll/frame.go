@@ -78,3 +78,72 @@ func checkFrameSize(n, max int32) error {
 	}
 	return nil
 }
+
+// frameReader assembles frames from bytes that arrive in chunks of any
+// size: the read path of the event-loop backends, which read whatever the
+// socket holds instead of exactly one frame. The size prefix is checked
+// before the frame's buffer is taken from the pool.
+type frameReader struct {
+	max   int32
+	hdr   [4]byte
+	nhdr  int     // bytes of hdr received
+	frame *[]byte // frame being filled; nil until its size prefix is complete
+	nbody int     // bytes of *frame received
+}
+
+// feed consumes bytes of b up to the end of the current frame. It returns
+// how many it consumed and, when the frame is complete, the frame (which
+// the caller owns and returns with putFrame). Bytes after a complete frame
+// are left for the next call.
+func (r *frameReader) feed(b []byte) (n int, frame *[]byte, err error) {
+	if r.frame == nil {
+		n = copy(r.hdr[r.nhdr:], b)
+		r.nhdr += n
+		if r.nhdr < len(r.hdr) {
+			return n, nil, nil
+		}
+		size := int32(binary.BigEndian.Uint32(r.hdr[:]))
+		if err := checkFrameSize(size, r.max); err != nil {
+			return n, nil, err
+		}
+		r.frame = getFrame(int(size))
+		r.nbody = 0
+		b = b[n:]
+	}
+	k := copy((*r.frame)[r.nbody:], b)
+	r.nbody += k
+	return n + k, r.complete(), nil
+}
+
+// bodySpace is the unfilled rest of the frame being read, so that a large
+// body can be read from the socket straight into it; nil between frames.
+func (r *frameReader) bodySpace() []byte {
+	if r.frame == nil {
+		return nil
+	}
+	return (*r.frame)[r.nbody:]
+}
+
+// filled records n bytes read into bodySpace and returns the frame if that
+// completed it.
+func (r *frameReader) filled(n int) *[]byte {
+	r.nbody += n
+	return r.complete()
+}
+
+func (r *frameReader) complete() *[]byte {
+	if r.nbody < len(*r.frame) {
+		return nil
+	}
+	f := r.frame
+	r.frame, r.nhdr, r.nbody = nil, 0, 0
+	return f
+}
+
+// reset drops a partly read frame (the connection is closing).
+func (r *frameReader) reset() {
+	if r.frame != nil {
+		putFrame(r.frame)
+	}
+	r.frame, r.nhdr, r.nbody = nil, 0, 0
+}

@@ -1,22 +1,53 @@
 // Package netpoll is Sluice's network layer: it accepts connections, reads
 // size-prefixed request frames, hands each to a Handler and writes back the
-// reply, made of byte slices (writev) and file regions (sendfile), so that
-// record bytes fetched from segment files never enter user space.
+// reply, made of byte slices (writev) and file regions (sendfile/splice), so
+// that record bytes fetched from segment files never enter user space.
 //
-// It knows nothing of Kafka beyond the 4-byte big-endian frame size. The
-// backend here is StdServer, one goroutine per connection on Go's net
-// package: the reference every other backend is tested against.
+// It knows nothing of Kafka beyond the 4-byte big-endian frame size.
 //
-// Requests on one connection are served one at a time (Kafka's model: a
-// connection is muted while its request is in flight), so replies leave in
-// request order and pipelined requests wait in the socket buffer, which is
-// also the backpressure on a client that sends faster than it reads.
+// # Backends
+//
+// Three backends serve the same Handler contract; New picks one by name:
+//
+//   - "uring": event loops on io_uring (our own binding, netpoll/uring):
+//     multishot accept, recv into provided buffer rings, sendmsg for byte
+//     slices, and sendfile from the loop with io_uring poll for file regions.
+//   - "epoll": event loops on edge-triggered epoll over non-blocking sockets,
+//     with writev and sendfile.
+//   - "std": one goroutine per connection on Go's net package; the
+//     reference every other backend is tested against.
+//
+// The default ("") is the fastest that works on the host: uring when the
+// kernel offers every op it needs, else epoll (the reason is logged).
+//
+// # One request in flight per connection
+//
+// Requests on one connection are served one at a time, as Kafka does (a
+// connection is muted while its request is in flight): the next frame is
+// taken only after the previous reply has been written. Replies therefore
+// leave in request order even when the engine completes requests out of
+// order across connections, and a client that pipelines simply waits in its
+// socket buffer. That is also the backpressure: a peer that stops reading
+// stops being read, so per connection the broker holds at most one request,
+// one reply and (event loops) one read buffer of already-received bytes.
+//
+// # Event loops
+//
+// The uring and epoll backends run Options.Loops loops (default GOMAXPROCS),
+// each a goroutine locked to its OS thread. Connections are spread over the
+// loops by SO_REUSEPORT (one listening socket per loop, when the listener
+// was made with Listen) or else handed off round-robin from one accepting
+// loop. ConnHandler.Serve runs on the loop by default; a reply made later
+// from another goroutine (a long-polling fetch) is queued to the loop
+// through a lock-free list and an eventfd wake-up, so it never blocks the
+// loop or other connections.
 package netpoll
 
 import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"time"
 )
 
@@ -58,7 +89,24 @@ type Options struct {
 	// WriteTimeout reaps peers that stop reading (half-open connections).
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
+	// Loops is the number of event loops of the uring and epoll backends
+	// (0: GOMAXPROCS).
+	Loops int
+	// Workers, when positive, runs ConnHandler.Serve on a pool of that many
+	// goroutines instead of on the event loops (uring and epoll backends).
+	Workers int
+	// Accept chooses how the event-loop backends spread connections:
+	// AcceptReusePort (one listening socket per loop; needs a listener
+	// made by Listen), AcceptHandoff (one loop accepts and hands off
+	// round-robin) or "" (reuseport when the listener allows it).
+	Accept string
 }
+
+// Ways to spread connections over event loops (Options.Accept).
+const (
+	AcceptReusePort = "reuseport"
+	AcceptHandoff   = "handoff"
+)
 
 func (o *Options) defaults() {
 	if o.MaxFrame <= 0 {
@@ -72,5 +120,8 @@ func (o *Options) defaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Loops <= 0 {
+		o.Loops = runtime.GOMAXPROCS(0)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -48,13 +49,37 @@ type connFunc handlerFunc
 func (c connFunc) Serve(frame []byte, reply func(Reply)) { c(frame, reply) }
 func (c connFunc) Closed()                               {}
 
-func startServer(t *testing.T, h Handler, opts Options) (*StdServer, string) {
+// backends is the test matrix: every test below runs once per backend.
+var backends = []string{BackendStd, BackendEpoll, BackendUring}
+
+// forEachBackend runs test as a subtest per backend the host can run.
+func forEachBackend(t *testing.T, test func(t *testing.T, backend string)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			if got, why := resolveBackend(b); got != b {
+				t.Skipf("%s backend unavailable here: %s", b, why)
+			}
+			test(t, b)
+		})
+	}
+}
+
+func startServer(t testing.TB, backend string, h Handler, opts Options) (Server, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewStd(h, opts)
+	if opts.Logger == nil && testing.Verbose() {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	s, err := New(backend, h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Backend() != backend {
+		t.Fatalf("asked for %s, got %s", backend, s.Backend())
+	}
 	go s.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -64,7 +89,7 @@ func startServer(t *testing.T, h Handler, opts Options) (*StdServer, string) {
 	return s, ln.Addr().String()
 }
 
-func writeFrame(t *testing.T, c net.Conn, body []byte) {
+func writeFrame(t testing.TB, c net.Conn, body []byte) {
 	t.Helper()
 	buf := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	if _, err := c.Write(append(buf, body...)); err != nil {
@@ -72,7 +97,7 @@ func writeFrame(t *testing.T, c net.Conn, body []byte) {
 	}
 }
 
-func readN(t *testing.T, c net.Conn, n int) []byte {
+func readN(t testing.TB, c net.Conn, n int) []byte {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, n)
@@ -82,143 +107,153 @@ func readN(t *testing.T, c net.Conn, n int) []byte {
 	return buf
 }
 
-// TestStdMixedParts checks that byte slices and file regions come out in
+// TestMixedParts checks that byte slices and file regions come out in
 // order, and that pipelined requests are answered in request order.
-func TestStdMixedParts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "seg")
-	if err := os.WriteFile(path, []byte("0123456789abcdef"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := handlerFunc(func(frame []byte, reply func(Reply)) {
-		tag := append([]byte(nil), frame...)
-		// Complete later from another goroutine, like a long-polling fetch.
-		go reply(&testReply{parts: []testPart{{b: []byte("<")}, {f: f, off: 4, len: 6}, {b: tag}, {b: []byte(">")}}})
-	})
-	_, addr := startServer(t, h, Options{})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	writeFrame(t, c, []byte("A"))
-	writeFrame(t, c, []byte("B"))
-	got := readN(t, c, 2*9)
-	if want := "<456789A><456789B>"; string(got) != want {
-		t.Fatalf("got %q want %q", got, want)
-	}
-}
-
-// TestStdRejectsBadFrameSize: a size prefix over the limit (or negative)
-// closes the connection before anything is allocated, and the server keeps
-// serving others.
-func TestStdRejectsBadFrameSize(t *testing.T) {
-	echo := handlerFunc(func(frame []byte, reply func(Reply)) {
-		reply(&testReply{parts: []testPart{{b: append([]byte(nil), frame...)}}})
-	})
-	_, addr := startServer(t, echo, Options{MaxFrame: 1024})
-	for _, size := range []uint32{1025, 0, 0xFFFFFFFF} {
-		bad, err := net.Dial("tcp", addr)
+func TestMixedParts(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		path := filepath.Join(t.TempDir(), "seg")
+		if err := os.WriteFile(path, []byte("0123456789abcdef"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		bad.Write(binary.BigEndian.AppendUint32(nil, size))
-		bad.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if n, err := bad.Read(make([]byte, 1)); err == nil {
-			t.Fatalf("size %d: connection still open, read %d bytes", size, n)
+		defer f.Close()
+		h := handlerFunc(func(frame []byte, reply func(Reply)) {
+			tag := append([]byte(nil), frame...)
+			// Complete later from another goroutine, like a long-polling fetch.
+			go reply(&testReply{parts: []testPart{{b: []byte("<")}, {f: f, off: 4, len: 6}, {b: tag}, {b: []byte(">")}}})
+		})
+		_, addr := startServer(t, backend, h, Options{})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-		bad.Close()
-	}
-	good, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close()
-	writeFrame(t, good, []byte("ok"))
-	if got := readN(t, good, 2); !bytes.Equal(got, []byte("ok")) {
-		t.Fatalf("got %q", got)
-	}
+		defer c.Close()
+		writeFrame(t, c, []byte("A"))
+		writeFrame(t, c, []byte("B"))
+		got := readN(t, c, 2*9)
+		if want := "<456789A><456789B>"; string(got) != want {
+			t.Fatalf("got %q want %q", got, want)
+		}
+	})
 }
 
-// TestStdNoReplyAndClose covers a request without response (acks=0) and a
+// TestRejectsBadFrameSize: a size prefix over the limit (or negative)
+// closes the connection before anything is allocated, and the server keeps
+// serving others.
+func TestRejectsBadFrameSize(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		echo := handlerFunc(func(frame []byte, reply func(Reply)) {
+			reply(&testReply{parts: []testPart{{b: append([]byte(nil), frame...)}}})
+		})
+		_, addr := startServer(t, backend, echo, Options{MaxFrame: 1024})
+		for _, size := range []uint32{1025, 0, 0xFFFFFFFF} {
+			bad, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bad.Write(binary.BigEndian.AppendUint32(nil, size))
+			bad.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if n, err := bad.Read(make([]byte, 1)); err == nil {
+				t.Fatalf("size %d: connection still open, read %d bytes", size, n)
+			}
+			bad.Close()
+		}
+		good, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer good.Close()
+		writeFrame(t, good, []byte("ok"))
+		if got := readN(t, good, 2); !bytes.Equal(got, []byte("ok")) {
+			t.Fatalf("got %q", got)
+		}
+	})
+}
+
+// TestNoReplyAndClose covers a request without response (acks=0) and a
 // reply that closes the connection.
-func TestStdNoReplyAndClose(t *testing.T) {
-	h := handlerFunc(func(frame []byte, reply func(Reply)) {
-		switch string(frame) {
-		case "quiet":
-			reply(nil)
-		case "bye":
-			reply(&testReply{parts: []testPart{{b: []byte("bye")}}, close: true})
-		default:
-			reply(&testReply{parts: []testPart{{b: []byte("hi")}}})
+func TestNoReplyAndClose(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		h := handlerFunc(func(frame []byte, reply func(Reply)) {
+			switch string(frame) {
+			case "quiet":
+				reply(nil)
+			case "bye":
+				reply(&testReply{parts: []testPart{{b: []byte("bye")}}, close: true})
+			default:
+				reply(&testReply{parts: []testPart{{b: []byte("hi")}}})
+			}
+		})
+		_, addr := startServer(t, backend, h, Options{})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		writeFrame(t, c, []byte("quiet"))
+		writeFrame(t, c, []byte("x"))
+		if got := readN(t, c, 2); string(got) != "hi" {
+			t.Fatalf("got %q", got)
+		}
+		writeFrame(t, c, []byte("bye"))
+		if got := readN(t, c, 3); string(got) != "bye" {
+			t.Fatalf("got %q", got)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("want EOF after close reply, got %v", err)
 		}
 	})
-	_, addr := startServer(t, h, Options{})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	writeFrame(t, c, []byte("quiet"))
-	writeFrame(t, c, []byte("x"))
-	if got := readN(t, c, 2); string(got) != "hi" {
-		t.Fatalf("got %q", got)
-	}
-	writeFrame(t, c, []byte("bye"))
-	if got := readN(t, c, 3); string(got) != "bye" {
-		t.Fatalf("got %q", got)
-	}
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("want EOF after close reply, got %v", err)
-	}
 }
 
-// TestStdIdleTimeout reaps a connection that sends nothing.
-func TestStdIdleTimeout(t *testing.T) {
-	_, addr := startServer(t, handlerFunc(func([]byte, func(Reply)) {}), Options{IdleTimeout: 100 * time.Millisecond})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("want EOF from idle reaping, got %v", err)
-	}
-}
-
-// TestStdShutdownFinishesInFlight: a request being served when Shutdown
-// starts still gets its reply.
-func TestStdShutdownFinishesInFlight(t *testing.T) {
-	started := make(chan struct{})
-	h := handlerFunc(func(frame []byte, reply func(Reply)) {
-		close(started)
-		go func() {
-			time.Sleep(200 * time.Millisecond)
-			reply(&testReply{parts: []testPart{{b: []byte("done")}}})
-		}()
+// TestIdleTimeout reaps a connection that sends nothing.
+func TestIdleTimeout(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		_, addr := startServer(t, backend, handlerFunc(func([]byte, func(Reply)) {}), Options{IdleTimeout: 100 * time.Millisecond})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("want EOF from idle reaping, got %v", err)
+		}
 	})
-	s, addr := startServer(t, h, Options{})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	writeFrame(t, c, []byte("x"))
-	<-started
-	shut := make(chan error, 1)
-	go func() { shut <- s.Shutdown(context.Background()) }()
-	if got := readN(t, c, 4); string(got) != "done" {
-		t.Fatalf("got %q", got)
-	}
-	if err := <-shut; err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestShutdownFinishesInFlight: a request being served when Shutdown
+// starts still gets its reply.
+func TestShutdownFinishesInFlight(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		started := make(chan struct{})
+		h := handlerFunc(func(frame []byte, reply func(Reply)) {
+			close(started)
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				reply(&testReply{parts: []testPart{{b: []byte("done")}}})
+			}()
+		})
+		s, addr := startServer(t, backend, h, Options{})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		writeFrame(t, c, []byte("x"))
+		<-started
+		shut := make(chan error, 1)
+		go func() { shut <- s.Shutdown(context.Background()) }()
+		if got := readN(t, c, 4); string(got) != "done" {
+			t.Fatalf("got %q", got)
+		}
+		if err := <-shut; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestReadFrameAllocs(t *testing.T) {
