@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"sync"
@@ -46,13 +45,14 @@ const (
 	codecProducer int8 = -1
 )
 
-// maxDecompressedBatch bounds what one batch may inflate to, so that a
-// small hostile batch cannot make the broker allocate gigabytes. Producers
-// cap uncompressed batches far below it (batch.size defaults to 16 KiB).
-const maxDecompressedBatch = 128 << 20
+// decompressLimit bounds what one batch may inflate to, so that a small
+// hostile batch cannot make the broker allocate gigabytes. Producers cap
+// uncompressed batches far below it (batch.size defaults to 16 KiB). A
+// variable only so tests can lower it.
+var decompressLimit = 128 << 20
 
 var (
-	errDecompressedTooLarge = fmt.Errorf("decompressed batch exceeds %d bytes", maxDecompressedBatch)
+	errDecompressedTooLarge = errors.New("decompressed batch exceeds 128 MiB")
 	errBadCodec             = errors.New("unknown compression codec")
 	errMalformedSnappy      = errors.New("malformed snappy data")
 )
@@ -107,7 +107,7 @@ func rebuildBatch(dst, header, raw []byte, codec int8) ([]byte, error) {
 func decompress(dst []byte, codec int8, src []byte) ([]byte, error) {
 	switch codec {
 	case codecNone:
-		if len(src) > maxDecompressedBatch {
+		if len(src) > decompressLimit {
 			return dst, errDecompressedTooLarge
 		}
 		return append(dst, src...), nil
@@ -150,7 +150,7 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 }
 
 // readCapped appends everything r yields to dst, failing once the total
-// passes maxDecompressedBatch.
+// passes decompressLimit.
 func readCapped(dst []byte, r io.Reader) ([]byte, error) {
 	start := len(dst)
 	for {
@@ -159,7 +159,7 @@ func readCapped(dst []byte, r io.Reader) ([]byte, error) {
 		}
 		n, err := r.Read(dst[len(dst):cap(dst)])
 		dst = dst[:len(dst)+n]
-		if len(dst)-start > maxDecompressedBatch {
+		if len(dst)-start > decompressLimit {
 			return dst[:start], errDecompressedTooLarge
 		}
 		if err == io.EOF {
@@ -253,7 +253,7 @@ func initZstd() {
 	if zstdEnc, err = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1)); err != nil {
 		panic(err) // only bad options fail here
 	}
-	if zstdDec, err = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxDecompressedBatch), zstd.WithDecoderConcurrency(0)); err != nil {
+	if zstdDec, err = zstd.NewReader(nil, zstd.WithDecoderMaxMemory(uint64(decompressLimit)), zstd.WithDecoderConcurrency(0)); err != nil {
 		panic(err)
 	}
 }
@@ -268,6 +268,9 @@ func unzstd(dst, src []byte) ([]byte, error) {
 	}
 	if err != nil {
 		return dst, err
+	}
+	if len(out)-len(dst) > decompressLimit {
+		return dst, errDecompressedTooLarge
 	}
 	return out, nil
 }
@@ -314,7 +317,7 @@ func snappyBlock(dst, block []byte, start int) ([]byte, error) {
 	if err != nil {
 		return dst, errMalformedSnappy
 	}
-	if len(dst)-start+n > maxDecompressedBatch {
+	if len(dst)-start+n > decompressLimit {
 		return dst, errDecompressedTooLarge
 	}
 	at := len(dst)

@@ -165,7 +165,7 @@ func (f *fetch) encodePartitionTags(b *[]byte, fp *fetchPart) {
 // metadata round trip; the leader is always this broker.
 func (f *fetch) encodeResponseTags(b *[]byte) {
 	named := false
-	for i := range f.parts {
+	for i := 0; i < len(f.parts) && f.errCode == 0; i++ {
 		named = named || (f.parts[i].leaderEpoch >= 0 && !f.parts[i].omit)
 	}
 	if !named || f.version < 16 {

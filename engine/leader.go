@@ -50,3 +50,15 @@ func checkLeaderEpoch(p *Partition, epoch int32) int16 {
 	}
 	return 0
 }
+
+// lookupPartition returns partition idx of t, or UNKNOWN_TOPIC_OR_PARTITION
+// when t is nil or has no such partition.
+func lookupPartition(t *Topic, idx int32) (*Partition, int16) {
+	if t == nil {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	if p := t.Partition(idx); p != nil {
+		return p, 0
+	}
+	return nil, kerr.UnknownTopicOrPartition.Code
+}

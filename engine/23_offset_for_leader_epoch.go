@@ -1,0 +1,39 @@
+package engine
+
+// OffsetForLeaderEpoch (key 23), versions 2-4.
+//
+// For each partition: the largest leader epoch <= the one asked and the
+// offset where it ended (the log end offset for the current epoch), from
+// the log's leader-epoch file. Consumers use it after a leader change to
+// detect a truncated log (KIP-320), followers to find where to truncate.
+// An epoch older than any the log knows answers epoch -1, offset -1, with
+// no error, as Kafka does. CurrentLeaderEpoch fences stale clients
+// (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). v3+ ReplicaID: single-node
+// Sluice answers replicas and consumers alike.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { register(kmsg.OffsetForLeaderEpoch, 2, 4, (*Broker).handleOffsetForLeaderEpoch) }
+
+func (b *Broker) handleOffsetForLeaderEpoch(r *Request) {
+	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	for _, rt := range req.Topics {
+		t := b.Topic(rt.Topic)
+		out := kmsg.OffsetForLeaderEpochResponseTopic{Topic: rt.Topic}
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			op.Partition, op.LeaderEpoch, op.EndOffset = rp.Partition, -1, -1
+			p, code := lookupPartition(t, rp.Partition)
+			if code == 0 {
+				code = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
+			}
+			if op.ErrorCode = code; code == 0 {
+				op.LeaderEpoch, op.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			out.Partitions = append(out.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, out)
+	}
+	r.Respond(resp)
+}
