@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -94,28 +95,28 @@ func listenerOrEmpty(addr string) string {
 	return "PLAINTEXT://" + addr
 }
 
-// brokerConfigs is every reported broker key, by name.
-var brokerConfigs = map[string]*brokerConfig{}
-
-// brokerConfigNames is sorted, so BROKER answers come in a stable order.
-var brokerConfigNames []string
-
-func init() {
+// brokerConfigs indexes every reported broker key by name, with the names
+// sorted so BROKER answers come in a stable order. It is built on first use
+// because it reads topicKeys, which another file's init fills.
+var brokerConfigs = sync.OnceValues(func() (map[string]*brokerConfig, []string) {
+	byName := map[string]*brokerConfig{}
 	for i := range brokerOnlyConfigs {
 		c := &brokerOnlyConfigs[i]
-		brokerConfigs[c.name] = c
+		byName[c.name] = c
 	}
 	for _, name := range topicKeyNames {
 		k := topicKeys[name]
-		if k.brokerName != "" && brokerConfigs[k.brokerName] == nil {
-			brokerConfigs[k.brokerName] = &brokerConfig{name: k.brokerName, typ: k.typ, get: k.def, doc: k.doc}
+		if k.brokerName != "" && byName[k.brokerName] == nil {
+			byName[k.brokerName] = &brokerConfig{name: k.brokerName, typ: k.typ, get: k.def, doc: k.doc}
 		}
 	}
-	for name := range brokerConfigs {
-		brokerConfigNames = append(brokerConfigNames, name)
+	names := make([]string, 0, len(byName))
+	for name := range byName {
+		names = append(names, name)
 	}
-	sort.Strings(brokerConfigNames)
-}
+	sort.Strings(names)
+	return byName, names
+})
 
 func (b *Broker) handleDescribeConfigs(r *Request) {
 	req := r.Msg.(*kmsg.DescribeConfigsRequest)
@@ -227,12 +228,13 @@ func (b *Broker) topicConfigEntries(overrides map[string]string, keep map[string
 
 // brokerConfigEntries describes this broker's keys (or those in keep).
 func (b *Broker) brokerConfigEntries(keep map[string]bool) []configEntry {
-	out := make([]configEntry, 0, len(brokerConfigNames))
-	for _, name := range brokerConfigNames {
+	byName, names := brokerConfigs()
+	out := make([]configEntry, 0, len(names))
+	for _, name := range names {
 		if keep != nil && !keep[name] {
 			continue
 		}
-		c := brokerConfigs[name]
+		c := byName[name]
 		e := configEntry{name: name, typ: c.typ, doc: c.doc, readOnly: true}
 		e.synonyms = b.brokerSynonyms(name, c.get)
 		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
