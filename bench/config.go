@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 		Acks:        "all",
 		Compression: "none",
 		Linger:      0,
-		BatchBytes:  1 << 20,
+		BatchBytes:  1_000_000,
 		Mode:        ModeProduceConsume,
 		Progress:    time.Second,
 	}

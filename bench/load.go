@@ -32,15 +32,28 @@ type run struct {
 	firstErr                atomic.Pointer[string]
 
 	ack, e2e *Recorder
+	hooks    Hooks
+}
+
+// Hooks let a caller act between a run's phases.
+type Hooks struct {
+	// BeforeRead is called when a catch-up or raw-fetch run has produced
+	// everything and is about to read it back.
+	BeforeRead func()
 }
 
 // Run executes one load-generator run against cfg.Brokers. Progress lines go
 // to progress (nil for none).
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
+	return RunWith(ctx, cfg, progress, Hooks{})
+}
+
+// RunWith is Run with hooks.
+func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder()}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
@@ -54,6 +67,15 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 			return nil, err
 		}
 	}
+	producers, err := r.newProducers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, c := range producers {
+			c.Close()
+		}
+	}()
 	startOffsets, err := endOffsets(ctx, adm, cfg.Topic)
 	if err != nil {
 		return nil, err
@@ -69,12 +91,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 		}
 	}()
 
-	r.start = time.Now()
 	switch cfg.Mode {
 	case ModeProduceConsume:
-		err = r.produceAndConsume(ctx, startOffsets, res)
+		err = r.produceAndConsume(ctx, producers, startOffsets, res)
 	case ModeCatchUp, ModeRawFetch:
-		err = r.produceThenRead(ctx, adm, startOffsets, res)
+		r.start = time.Now()
+		err = r.produceThenRead(ctx, adm, producers, startOffsets, res)
 	}
 	if stopProgress != nil {
 		stopProgress()
@@ -89,9 +111,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*Result, error) {
 	return res, err
 }
 
-func (r *run) produceAndConsume(ctx context.Context, start map[int32]int64, res *Result) error {
+func (r *run) produceAndConsume(ctx context.Context, producers []*kgo.Client, start map[int32]int64, res *Result) error {
 	var produceDone atomic.Bool
-	var wg sync.WaitGroup
+	var wg, ready sync.WaitGroup
 	consErr := make(chan error, r.cfg.Consumers)
 	var lastConsume atomic.Int64 // unix ns of the newest consumed record
 	for i := 0; i < r.cfg.Consumers; i++ {
@@ -100,14 +122,19 @@ func (r *run) produceAndConsume(ctx context.Context, start map[int32]int64, res 
 			continue
 		}
 		wg.Add(1)
+		ready.Add(1)
 		go func() {
 			defer wg.Done()
 			consErr <- r.consume(ctx, parts, func() bool {
 				return produceDone.Load() && r.consumed.Load() >= r.produced.Load()
-			}, &lastConsume)
+			}, &lastConsume, ready.Done)
 		}()
 	}
-	perr := r.produceAll(ctx)
+	// Consumers have polled once (connected, fetching) before the clock
+	// starts, so end-to-end latency does not include their start-up.
+	ready.Wait()
+	r.start = time.Now()
+	perr := r.produceAll(ctx, producers)
 	pEnd := time.Now()
 	res.Produce = newThroughput(r.produced.Load(), r.producedBytes.Load(), pEnd.Sub(r.start))
 	produceDone.Store(true)
@@ -128,8 +155,8 @@ func (r *run) produceAndConsume(ctx context.Context, start map[int32]int64, res 
 	return perr
 }
 
-func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, start map[int32]int64, res *Result) error {
-	if err := r.produceAll(ctx); err != nil {
+func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers []*kgo.Client, start map[int32]int64, res *Result) error {
+	if err := r.produceAll(ctx, producers); err != nil {
 		return err
 	}
 	res.Produce = newThroughput(r.produced.Load(), r.producedBytes.Load(), time.Since(r.start))
@@ -140,6 +167,9 @@ func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, start map[i
 	var want int64
 	for p, e := range end {
 		want += e - start[p]
+	}
+	if r.hooks.BeforeRead != nil {
+		r.hooks.BeforeRead()
 	}
 	readStart := time.Now()
 	if r.cfg.Mode == ModeRawFetch {
@@ -161,7 +191,7 @@ func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, start map[i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- r.consume(ctx, parts, func() bool { return r.consumed.Load() >= want }, &last)
+			errs <- r.consume(ctx, parts, func() bool { return r.consumed.Load() >= want }, &last, nil)
 		}()
 	}
 	wg.Wait()
@@ -189,9 +219,10 @@ func assign(start map[int32]int64, i, n int) map[int32]kgo.Offset {
 	return out
 }
 
-// produceAll runs the producers until Duration passes or Records are sent,
-// then waits for every acknowledgement.
-func (r *run) produceAll(ctx context.Context) error {
+// newProducers makes the producer clients and sends one record through each
+// (outside the measurement: metadata, connections and producer ids are then
+// in place before the clock starts).
+func (r *run) newProducers(ctx context.Context) ([]*kgo.Client, error) {
 	acks, _ := r.cfg.acks()
 	codec, _ := r.cfg.codec()
 	opts := []kgo.Opt{
@@ -207,21 +238,42 @@ func (r *run) produceAll(ctx context.Context) error {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	clients := make([]*kgo.Client, r.cfg.Producers)
+	closeAll := func() {
+		for _, c := range clients {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}
 	for i := range clients {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
-			for _, c := range clients[:i] {
-				c.Close()
-			}
-			return err
+			closeAll()
+			return nil, err
 		}
 		clients[i] = cl
 	}
-	defer func() {
-		for _, c := range clients {
-			c.Close()
+	// Warm all clients at once (100 of them one by one would take a while).
+	errs := make(chan error, len(clients))
+	for _, cl := range clients {
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			errs <- cl.ProduceSync(wctx, &kgo.Record{Value: make([]byte, r.cfg.RecordSize)}).FirstErr()
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			closeAll()
+			return nil, fmt.Errorf("producer warm-up: %w", err)
 		}
-	}()
+	}
+	return clients, nil
+}
+
+// produceAll runs the producers until Duration passes or Records are sent,
+// then waits for every acknowledgement.
+func (r *run) produceAll(ctx context.Context, clients []*kgo.Client) error {
 	var wg sync.WaitGroup
 	for i, cl := range clients {
 		wg.Add(1)
@@ -290,8 +342,15 @@ func (r *run) fail(err error) {
 
 // consume reads parts until done() holds or it has waited drainTimeout with
 // nothing new after producers stopped. last is raised to the time of the
-// newest record seen.
-func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func() bool, last *atomic.Int64) error {
+// newest record seen; ready (if not nil) is called after the first poll.
+func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func() bool, last *atomic.Int64, ready func()) error {
+	if ready != nil {
+		defer func() {
+			if ready != nil {
+				ready()
+			}
+		}()
+	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
@@ -301,11 +360,18 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 		return err
 	}
 	defer cl.Close()
+	// End-to-end latency means something only while producing; a
+	// catch-up read measures how old the data is.
+	live := r.cfg.Mode == ModeProduceConsume
 	idleSince := time.Now()
 	for !done() {
 		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		fs := cl.PollFetches(pctx)
 		cancel()
+		if ready != nil {
+			ready()
+			ready = nil
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -314,6 +380,9 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 		fs.EachRecord(func(rec *kgo.Record) {
 			n++
 			b += int64(len(rec.Value))
+			if !live {
+				return
+			}
 			if sent, ok := sentAt(rec.Value, r.runID); ok {
 				r.e2e.Record(now.Sub(sent))
 			}
@@ -347,14 +416,20 @@ func storeMax(a *atomic.Int64, v int64) {
 // createTopic creates topic with n partitions and one replica, and waits
 // until every partition has a leader.
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, n int) error {
-	resp, err := adm.CreateTopic(ctx, int32(n), 1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
 	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := adm.CreateTopic(ctx, int32(n), 1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			break
+		}
+		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	for {
 		offs, err := endOffsets(ctx, adm, topic)
 		if err == nil && len(offs) >= n {

@@ -23,6 +23,8 @@ type Result struct {
 	EndToEnd       LatencySummary `json:"end_to_end_latency"`
 	ProduceErrors  int64          `json:"produce_errors"`
 	FirstError     string         `json:"first_error,omitempty"`
+	// ZeroCopy is filled by --zcprobe.
+	ZeroCopy *ZeroCopyReport `json:"zero_copy,omitempty"`
 }
 
 // Throughput is records and bytes over a time span. MB is 10^6 bytes.
@@ -69,6 +71,10 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
+	if z := r.ZeroCopy; z != nil {
+		fmt.Fprintf(w, "  zero-copy: %.4f of %d bytes sent to sockets by pid %d (%d zero-copy, %d copied; %s)\n",
+			z.Fraction, z.ZeroCopyBytes+z.CopiedBytes, z.Pid, z.ZeroCopyBytes, z.CopiedBytes, z.Counts.Method)
+	}
 	if r.ProduceErrors > 0 {
 		fmt.Fprintf(w, "  produce errors: %d (first: %s)\n", r.ProduceErrors, r.FirstError)
 	}

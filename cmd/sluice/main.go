@@ -1,6 +1,7 @@
 // Command sluice is the Sluice broker and its tools in one binary.
 //
 //	sluice serve [flags]     run a broker
+//	sluice bench [flags]     load-test a Kafka-compatible broker, compare with Kafka
 //	sluice version           print the version
 package main
 
@@ -21,6 +22,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "bench":
+		err = benchCmd(os.Args[2:])
 	case "version", "--version", "-version":
 		fmt.Println("sluice", version)
 	case "help", "-h", "--help":
@@ -41,6 +44,7 @@ func usage() {
 
 Usage:
   sluice serve [flags]    run a broker (sluice serve -h for flags)
+  sluice bench [flags]    load-test any Kafka-compatible broker; compare with Kafka (sluice bench -h)
   sluice version          print the version
 `)
 }

@@ -1,0 +1,558 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Suite is a set of workloads and brokers compared together.
+type Suite string
+
+const (
+	// SuiteKafka is Sluice against Apache Kafka (and kfake where it makes
+	// sense): `make bench-kafka`.
+	SuiteKafka Suite = "kafka"
+	// SuiteKfake is the issue 3 figure, Sluice against kfake with one
+	// franz-go producer and consumer: `make bench-kfake`.
+	SuiteKfake Suite = "kfake"
+)
+
+// Workload is one row group of the comparison.
+type Workload struct {
+	Name     string       `json:"name"`
+	Title    string       `json:"title"`
+	Config   Config       `json:"config"`
+	Brokers  []BrokerKind `json:"brokers"` // which of the run's brokers it is run against
+	ZeroCopy bool         `json:"zero_copy"`
+	Metrics  []string     `json:"metrics"` // keys of metricDefs reported for it
+}
+
+// CompareOptions configure a comparison.
+type CompareOptions struct {
+	Suite          Suite         `json:"suite"`
+	Brokers        []BrokerKind  `json:"brokers"`
+	Rounds         int           `json:"rounds"`
+	Quick          bool          `json:"quick"`
+	Duration       time.Duration `json:"duration_ns"`
+	Warmup         time.Duration `json:"warmup_ns"`
+	CatchUpRecords int64         `json:"catch_up_records"`
+	Only           []string      `json:"only,omitempty"`
+	ZeroCopy       bool          `json:"zero_copy"`
+	Limits         bool          `json:"limits"`
+
+	KafkaLibs string `json:"-"`
+	Java      string `json:"-"`
+	SluiceBin string `json:"-"`
+	WorkDir   string `json:"-"`
+	Markdown  string `json:"-"`
+	ChartDir  string `json:"-"`
+	JSON      string `json:"-"`
+	Command   string `json:"command"` // as given, for the report
+	Verbose   bool   `json:"-"`
+}
+
+// RunRecord is one workload run against one broker in one round.
+type RunRecord struct {
+	Workload   string          `json:"workload"`
+	Broker     BrokerKind      `json:"broker"`
+	Round      int             `json:"round"`
+	Result     *Result         `json:"result,omitempty"`
+	CPUSeconds float64         `json:"broker_cpu_seconds"` // during the measured run
+	PeakRSS    int64           `json:"broker_peak_rss_bytes"`
+	ZeroCopy   *ZeroCopyReport `json:"zero_copy,omitempty"`
+	Err        string          `json:"error,omitempty"`
+}
+
+// Report is a whole comparison.
+type Report struct {
+	Options   CompareOptions `json:"options"`
+	Started   time.Time      `json:"started"`
+	Finished  time.Time      `json:"finished"`
+	Machine   MachineInfo    `json:"machine"`
+	Limits    *Limits        `json:"limits,omitempty"`
+	Workloads []Workload     `json:"workloads"`
+	Runs      []RunRecord    `json:"runs"`
+	Notes     []string       `json:"notes,omitempty"`
+}
+
+// Workloads returns the suite's workloads for the options.
+func Workloads(o CompareOptions) []Workload {
+	base := DefaultConfig()
+	base.Duration = o.Duration
+	base.Progress = 0
+	if o.Verbose {
+		base.Progress = 2 * time.Second
+	}
+	with := func(f func(*Config)) Config {
+		c := base
+		f(&c)
+		return c
+	}
+	all := o.Brokers
+	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "rss_mb"}
+	var ws []Workload
+	switch o.Suite {
+	case SuiteKafka:
+		for _, parts := range []int{1, 16} {
+			for _, acks := range []string{"1", "all"} {
+				ws = append(ws, Workload{
+					Name:  fmt.Sprintf("produce-%dp-acks%s", parts, acks),
+					Title: fmt.Sprintf("Max-throughput produce, %d partition%s, acks=%s", parts, plural(parts), acks),
+					Config: with(func(c *Config) {
+						c.Partitions, c.Consumers, c.Acks = parts, 0, acks
+					}),
+					Brokers: all, Metrics: produceMetrics,
+				})
+			}
+		}
+		ws = append(ws,
+			Workload{
+				Name:  "catch-up",
+				Title: "Catch-up consume of page-cached data, franz-go consumer, 4 partitions",
+				Config: with(func(c *Config) {
+					c.Mode, c.Partitions, c.Records, c.Acks = ModeCatchUp, 4, o.CatchUpRecords, "1"
+				}),
+				Brokers: all, ZeroCopy: true,
+				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "rss_mb"},
+			},
+			Workload{
+				Name:  "raw-fetch",
+				Title: "Catch-up consume, raw fetch loop (records not decoded), 4 partitions",
+				Config: with(func(c *Config) {
+					c.Mode, c.Partitions, c.Records, c.Acks = ModeRawFetch, 4, o.CatchUpRecords, "1"
+				}),
+				Brokers: all, ZeroCopy: true,
+				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s"},
+			},
+			Workload{
+				Name:  "latency-20MBps",
+				Title: "Fixed rate 20,000 records/s (~20 MB/s), 1 producer, 1 consumer, 4 partitions, acks=all",
+				Config: with(func(c *Config) {
+					c.Partitions, c.Rate = 4, 20000
+				}),
+				Brokers: all,
+				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "rss_mb"},
+			},
+			Workload{
+				Name:  "many-producers",
+				Title: "100 producer clients at 50 records/s each, 1 consumer, 4 partitions, acks=all",
+				Config: with(func(c *Config) {
+					c.Partitions, c.Producers, c.Rate = 4, 100, 5000
+				}),
+				Brokers: all,
+				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "rss_mb"},
+			},
+		)
+	case SuiteKfake:
+		ws = []Workload{
+			{
+				Name:    "i3-produce",
+				Title:   "One franz-go producer, max rate, 4 partitions, acks=all",
+				Config:  with(func(c *Config) { c.Partitions, c.Consumers = 4, 0 }),
+				Brokers: all, Metrics: []string{"produce_mbps", "produce_rps", "cpu_s", "rss_mb"},
+			},
+			{
+				Name:  "i3-consume",
+				Title: "One franz-go consumer reading back 4 partitions",
+				Config: with(func(c *Config) {
+					c.Mode, c.Partitions, c.Records = ModeCatchUp, 4, o.CatchUpRecords
+				}),
+				Brokers: all, ZeroCopy: true, Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s"},
+			},
+			{
+				Name:    "i3-latency",
+				Title:   "One producer and one consumer at 2,000 records/s, 4 partitions, acks=all",
+				Config:  with(func(c *Config) { c.Partitions, c.Rate = 4, 2000 }),
+				Brokers: all, Metrics: []string{"ack_p50", "ack_p99", "e2e_p50", "e2e_p99", "cpu_s", "rss_mb"},
+			},
+		}
+	}
+	if len(o.Only) == 0 {
+		return ws
+	}
+	var out []Workload
+	for _, w := range ws {
+		for _, name := range o.Only {
+			if w.Name == name {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// CompareMain is `sluice bench compare` and `sluice bench compare-kfake`.
+func CompareMain(ctx context.Context, args []string, suite Suite) error {
+	name := "compare"
+	if suite == SuiteKfake {
+		name = "compare-kfake"
+	}
+	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
+	o := CompareOptions{Suite: suite}
+	brokers := "kafka,sluice,kfake"
+	if suite == SuiteKfake {
+		brokers = "sluice,kfake"
+	}
+	home, _ := os.UserHomeDir()
+	fs.StringVar(&brokers, "brokers", brokers, "brokers to compare, in the order they alternate (kafka, sluice, kfake)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds; every workload runs once per broker per round, on a fresh broker and data dir")
+	fs.BoolVar(&o.Quick, "quick", false, "smoke run: 1 round, 5 s runs, smaller catch-up data")
+	fs.DurationVar(&o.Duration, "duration", 15*time.Second, "length of each timed run")
+	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warm-up produce on each fresh broker before it is measured (JIT for Kafka)")
+	fs.Int64Var(&o.CatchUpRecords, "catch-up-records", 1_000_000, "records (1 KiB) written then read back by the catch-up workloads")
+	only := fs.String("only", "", "comma-separated workload names to run (default all)")
+	fs.BoolVar(&o.ZeroCopy, "zcprobe", true, "measure brokers' zero-copy fraction with eBPF during reads (needs root; skipped with a note otherwise)")
+	fs.BoolVar(&o.Limits, "limits", true, "measure the machine's loopback sendfile and sequential write limits")
+	fs.StringVar(&o.KafkaLibs, "kafka-libs", filepath.Join(home, ".cache", "sluice-bench", "kafka-"+KafkaVersion, "libs"), "directory of Apache Kafka's jars (bench/kafka.sh fills it)")
+	fs.StringVar(&o.Java, "java", "java", "java binary for Kafka")
+	fs.StringVar(&o.SluiceBin, "sluice-bin", "", "sluice binary to run brokers with (default: this one)")
+	fs.StringVar(&o.WorkDir, "work-dir", "", "where broker data dirs and logs go (default: a new temp dir)")
+	fs.StringVar(&o.Markdown, "markdown", "", "update this BENCHMARKS.md's generated section")
+	fs.StringVar(&o.ChartDir, "charts", "", "write SVG charts into this directory")
+	fs.StringVar(&o.JSON, "json", "", "write every run as JSON to this file")
+	fs.BoolVar(&o.Verbose, "v", false, "print live progress of each run")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	o.Command = "sluice bench " + name + " " + strings.Join(args, " ")
+	if o.Quick {
+		if !flagSet(fs, "rounds") {
+			o.Rounds = 1
+		}
+		if !flagSet(fs, "duration") {
+			o.Duration = 5 * time.Second
+		}
+		if !flagSet(fs, "warmup") {
+			o.Warmup = 2 * time.Second
+		}
+		if !flagSet(fs, "catch-up-records") {
+			o.CatchUpRecords = 200_000
+		}
+	}
+	for _, b := range splitList(brokers) {
+		o.Brokers = append(o.Brokers, BrokerKind(b))
+	}
+	o.Only = splitList(*only)
+	rep, err := Compare(ctx, o, os.Stderr)
+	if rep == nil {
+		return err
+	}
+	rep.WriteSummary(os.Stdout)
+	if o.JSON != "" {
+		if jerr := WriteJSONFile(o.JSON, rep); jerr != nil {
+			return jerr
+		}
+	}
+	if o.ChartDir != "" {
+		if cerr := rep.WriteCharts(o.ChartDir); cerr != nil {
+			return cerr
+		}
+	}
+	if o.Markdown != "" {
+		if merr := rep.UpdateMarkdown(o.Markdown, o.ChartDir); merr != nil {
+			return merr
+		}
+	}
+	return err
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// Compare runs every workload against every broker, alternating brokers,
+// for o.Rounds rounds. Progress goes to log.
+func Compare(ctx context.Context, o CompareOptions, log io.Writer) (*Report, error) {
+	if o.Rounds < 1 {
+		return nil, errors.New("--rounds must be at least 1")
+	}
+	rep := &Report{Options: o, Started: time.Now(), Machine: DescribeMachine(o.Java)}
+	env := brokerEnv{self: o.SluiceBin, java: o.Java, kafkaLibs: o.KafkaLibs, workDir: o.WorkDir}
+	if env.self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		env.self = self
+	}
+	if env.workDir == "" {
+		d, err := os.MkdirTemp("", "sluice-bench-")
+		if err != nil {
+			return nil, err
+		}
+		env.workDir = d
+		defer os.RemoveAll(d)
+	}
+	env.logDir = filepath.Join(env.workDir, "logs")
+	if err := os.MkdirAll(env.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	var brokers []BrokerKind
+	for _, b := range o.Brokers {
+		if b == Kafka {
+			if err := checkKafka(o); err != nil {
+				rep.Notes = append(rep.Notes, "Kafka not run: "+err.Error())
+				fmt.Fprintln(log, "bench: Kafka not run:", err)
+				continue
+			}
+		}
+		brokers = append(brokers, b)
+	}
+	o.Brokers = brokers
+	rep.Workloads = Workloads(o)
+	if o.ZeroCopy && os.Geteuid() != 0 {
+		rep.Notes = append(rep.Notes, "zero-copy fraction not measured: zcprobe needs root")
+		o.ZeroCopy = false
+	}
+	if o.Limits {
+		fmt.Fprintln(log, "bench: measuring machine limits (sequential write, loopback sendfile)…")
+		size, d := int64(512<<20), 4*time.Second
+		if o.Quick {
+			size, d = 256<<20, 2*time.Second
+		}
+		l, err := MeasureLimits(env.workDir, size, d)
+		if err != nil {
+			rep.Notes = append(rep.Notes, "machine limits not measured: "+err.Error())
+		} else {
+			rep.Limits = &l
+			fmt.Fprintf(log, "bench: loopback sendfile %.0f MB/s, sequential write %.0f MB/s (%.0f MB/s with fdatasync)\n", l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
+		}
+	}
+	for round := 1; round <= o.Rounds; round++ {
+		for _, w := range rep.Workloads {
+			for _, b := range w.Brokers {
+				if !containsKind(o.Brokers, b) {
+					continue
+				}
+				if ctx.Err() != nil {
+					rep.Finished = time.Now()
+					return rep, ctx.Err()
+				}
+				rec := runOne(ctx, &env, o, w, b, round, log)
+				rep.Runs = append(rep.Runs, rec)
+				fmt.Fprintf(log, "bench: round %d/%d %-16s %-7s %s\n", round, o.Rounds, w.Name, b, rec.brief(w))
+			}
+		}
+	}
+	rep.Finished = time.Now()
+	return rep, nil
+}
+
+func containsKind(ks []BrokerKind, k BrokerKind) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func checkKafka(o CompareOptions) error {
+	if _, err := exec.LookPath(o.Java); err != nil {
+		return fmt.Errorf("no java: %w", err)
+	}
+	jars, _ := filepath.Glob(filepath.Join(o.KafkaLibs, "kafka_2.13-*.jar"))
+	if len(jars) == 0 {
+		return fmt.Errorf("no Kafka jars in %s (bench/kafka.sh fetches them)", o.KafkaLibs)
+	}
+	return nil
+}
+
+// runOne starts a fresh broker, warms it up, runs w and stops it.
+func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, kind BrokerKind, round int, log io.Writer) RunRecord {
+	rec := RunRecord{Workload: w.Name, Broker: kind, Round: round}
+	b, err := env.startBroker(ctx, kind, fmt.Sprintf("%s-r%d", w.Name, round))
+	if err != nil {
+		rec.Err = err.Error()
+		return rec
+	}
+	defer b.stop()
+	if o.Warmup > 0 {
+		wc := DefaultConfig()
+		wc.Brokers, wc.Topic, wc.Consumers, wc.Acks = []string{b.addr}, "warmup", 0, "1"
+		wc.Duration, wc.Progress = o.Warmup, 0
+		if _, err := Run(ctx, wc, nil); err != nil {
+			rec.Err = "warm-up: " + err.Error()
+			return rec
+		}
+	}
+	before, err := ReadProcStats(b.pid())
+	if err != nil {
+		rec.Err = err.Error()
+		return rec
+	}
+	var probe *ZeroCopyProbe
+	if o.ZeroCopy && w.ZeroCopy {
+		if probe, err = StartZeroCopyProbe(b.addr, b.pid()); err != nil {
+			fmt.Fprintln(log, "bench: zcprobe:", err)
+			probe = nil
+		} else {
+			defer probe.Close()
+		}
+	}
+	cfg := w.Config
+	cfg.Brokers = []string{b.addr}
+	cfg.Topic = "bench-" + w.Name
+	hooks := Hooks{BeforeRead: func() {
+		if probe != nil {
+			probe.Reset()
+		}
+	}}
+	res, err := RunWith(ctx, cfg, log, hooks)
+	rec.Result = res
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	if probe != nil {
+		zc := probe.Read()
+		rec.ZeroCopy = &zc
+	}
+	if after, err := ReadProcStats(b.pid()); err == nil {
+		rec.CPUSeconds = (after.CPU - before.CPU).Seconds()
+		rec.PeakRSS = after.PeakRSS
+	}
+	return rec
+}
+
+// brief is a one-line summary of a run for the log.
+func (r RunRecord) brief(w Workload) string {
+	if r.Result == nil {
+		return "FAILED: " + r.Err
+	}
+	var parts []string
+	for _, k := range w.Metrics {
+		if v, ok := metricDefs[k].get(&r, nil); ok {
+			parts = append(parts, fmt.Sprintf("%s %s", metricDefs[k].short, fmtValue(v)))
+		}
+	}
+	s := strings.Join(parts, ", ")
+	if r.Err != "" {
+		s += " (error: " + r.Err + ")"
+	}
+	return s
+}
+
+// metricDef is one reported figure.
+type metricDef struct {
+	label  string // for tables
+	short  string // for logs
+	unit   string
+	higher bool // higher is better
+	get    func(r *RunRecord, l *Limits) (float64, bool)
+}
+
+func latencyMetric(label, short string, pick func(*Result) LatencySummary, pct string) metricDef {
+	return metricDef{label: label, short: short, unit: "ms", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		if r.Result == nil {
+			return 0, false
+		}
+		s := pick(r.Result)
+		if s.Count == 0 {
+			return 0, false
+		}
+		return s.Percentile(pct)
+	}}
+}
+
+func ack(r *Result) LatencySummary { return r.ProduceLatency }
+func e2e(r *Result) LatencySummary { return r.EndToEnd }
+
+var metricDefs = map[string]metricDef{
+	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return resultValue(r, func(res *Result) float64 { return res.Produce.MBPerSec })
+	}},
+	"produce_rps": {label: "produce records/s", short: "rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return resultValue(r, func(res *Result) float64 { return res.Produce.RecordsPerSec })
+	}},
+	"consume_mbps": {label: "consume MB/s", short: "consume MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return resultValue(r, func(res *Result) float64 { return res.Consume.MBPerSec })
+	}},
+	"consume_rps": {label: "consume records/s", short: "consume rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return resultValue(r, func(res *Result) float64 { return res.Consume.RecordsPerSec })
+	}},
+	"sendfile_fraction": {label: "fraction of loopback sendfile", short: "of sendfile", unit: "", higher: true, get: func(r *RunRecord, l *Limits) (float64, bool) {
+		if l == nil || l.SendfileMBps == 0 {
+			return 0, false
+		}
+		return resultValue(r, func(res *Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
+	}},
+	"ack_p50":  latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
+	"ack_p99":  latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
+	"ack_p999": latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
+	"e2e_p50":  latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
+	"e2e_p99":  latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
+	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
+	}},
+	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return float64(r.PeakRSS) / 1e6, r.PeakRSS > 0
+	}},
+	"zc_fraction": {label: "zero-copy fraction", short: "zero-copy", unit: "", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		if r.ZeroCopy == nil || r.ZeroCopy.ZeroCopyBytes+r.ZeroCopy.CopiedBytes == 0 {
+			return 0, false
+		}
+		return r.ZeroCopy.Fraction, true
+	}},
+}
+
+func resultValue(r *RunRecord, f func(*Result) float64) (float64, bool) {
+	if r.Result == nil || r.Err != "" {
+		return 0, false
+	}
+	return f(r.Result), true
+}
+
+// Median is the median over rounds of metric for (workload, broker), and
+// how many runs it is over.
+func (rep *Report) Median(workload string, b BrokerKind, metric string) (float64, int) {
+	def, ok := metricDefs[metric]
+	if !ok {
+		return 0, 0
+	}
+	var vs []float64
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Workload != workload || r.Broker != b {
+			continue
+		}
+		if v, ok := def.get(r, rep.Limits); ok {
+			vs = append(vs, v)
+		}
+	}
+	return median(vs), len(vs)
+}
+
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), vs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
