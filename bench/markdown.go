@@ -308,4 +308,3 @@ func fmtBytes(n uint64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
-
