@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/sluice
 
-.PHONY: build run test test-race vet fmt clean
+.PHONY: build run test test-race vet fmt clean bench-kafka bench-kfake
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -23,6 +23,17 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# Sluice vs Apache Kafka 4.4.0 (and kfake), rewriting BENCHMARKS.md's
+# generated section and docs/bench/. BENCH_ARGS=--quick for a smoke run.
+bench-kafka:
+	bash bench/kafka.sh $(BENCH_ARGS)
+
+# The issue 3 figure: Sluice vs kfake with one franz-go producer and consumer.
+bench-kfake:
+	mkdir -p bin docs/bench
+	$(GO) build -o $(BIN) ./cmd/sluice
+	$(BIN) bench compare-kfake --markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kfake-results.json $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

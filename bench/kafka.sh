@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sluice vs Apache Kafka, side by side (`make bench-kafka`).
+#
+# Fetches Apache Kafka's jars from Maven Central once (bench/kafka/pom.xml,
+# into ~/.cache/sluice-bench/kafka-VERSION/libs), builds bin/sluice, and runs
+# `sluice bench compare`, which starts Kafka, Sluice and kfake in turn on fresh
+# data dirs, runs the workloads, and rewrites the generated part of
+# BENCHMARKS.md, the charts in docs/bench/ and docs/bench/kafka-results.json.
+#
+# Arguments go to `sluice bench compare`: e.g. --quick, --rounds 1,
+# --only produce-1p-acks1,catch-up, --brokers kafka,sluice.
+# Needs java (17+) and mvn; run as root to get the zero-copy fraction.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KAFKA_VERSION=4.4.0
+CACHE="${SLUICE_BENCH_CACHE:-$HOME/.cache/sluice-bench}/kafka-$KAFKA_VERSION"
+LIBS="$CACHE/libs"
+
+if [ ! -f "$LIBS/kafka_2.13-$KAFKA_VERSION.jar" ]; then
+	command -v mvn >/dev/null || { echo "bench/kafka.sh: needs mvn to fetch Kafka (apt-get install maven)" >&2; exit 1; }
+	echo "bench/kafka.sh: fetching Apache Kafka $KAFKA_VERSION from Maven Central into $LIBS" >&2
+	rm -rf "$LIBS.tmp"
+	mvn -q -B -f bench/kafka/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$LIBS.tmp"
+	rm -rf "$LIBS"
+	mv "$LIBS.tmp" "$LIBS"
+fi
+command -v java >/dev/null || echo "bench/kafka.sh: no java: Kafka will be left out" >&2
+
+mkdir -p bin docs/bench
+go build -o bin/sluice ./cmd/sluice
+exec bin/sluice bench compare --kafka-libs "$LIBS" \
+	--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-results.json "$@"
