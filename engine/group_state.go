@@ -122,7 +122,8 @@ type member struct {
 	isNew bool
 
 	deadline time.Time   // session expiry
-	timer    *time.Timer // fires at or after deadline
+	timer    *time.Timer // session timer; Invariant: timerAt <= deadline
+	timerAt  time.Time   // when timer is due
 }
 
 type groupReply struct {
@@ -229,12 +230,18 @@ func (g *group) onTimer(seq uint64) {
 	}
 }
 
-// touch restarts the member's session: the deadline moves, the timer
-// catches up when it fires.
+// touch restarts the member's session. A later deadline only moves the
+// deadline (the timer re-arms itself for the remainder when it fires), so
+// heartbeats cost no timer operation; an earlier one re-arms the timer.
 func (g *group) touch(m *member, d time.Duration) {
 	m.deadline = time.Now().Add(d)
-	if m.timer == nil {
+	switch {
+	case m.timer == nil:
 		m.timer = time.AfterFunc(d, func() { g.onSessionTimer(m) })
+		m.timerAt = m.deadline
+	case m.deadline.Before(m.timerAt):
+		m.timer.Reset(d)
+		m.timerAt = m.deadline
 	}
 }
 
@@ -247,6 +254,7 @@ func (g *group) onSessionTimer(m *member) {
 	now := time.Now()
 	if left := m.deadline.Sub(now); left > 0 {
 		m.timer.Reset(left)
+		m.timerAt = m.deadline
 		return
 	}
 	// A known member parked in a rebalance heartbeats implicitly; the
@@ -254,6 +262,7 @@ func (g *group) onSessionTimer(m *member) {
 	if (m.join != nil && !m.isNew) || m.sync != nil {
 		m.deadline = now.Add(m.session)
 		m.timer.Reset(m.session)
+		m.timerAt = m.deadline
 		return
 	}
 	g.c.b.log.Info("group member session expired", "group", g.name, "member", m.id, "generation", g.generation)
@@ -492,6 +501,8 @@ func (g *group) prepareRebalance() {
 		g.armTimer(g.rebalanceTimeout())
 	}
 	g.transition(groupPreparingRebalance)
+	// Nobody may need to rejoin (the last member just left).
+	g.maybeCompleteJoin()
 }
 
 // maybeCompleteJoin ends the join phase early once every member has
