@@ -52,7 +52,7 @@ func (l *Log) Append(entries []AppendEntry, opt AppendOptions) error {
 	flush := err == nil && l.flushDueLocked(now)
 	l.mu.Unlock()
 	if flush {
-		err = l.Flush()
+		err = l.flush(flushPolicy)
 	}
 	return err
 }
@@ -321,7 +321,7 @@ func (l *Log) rollLocked(now int64) error {
 	l.segs.Store(l.segs.Load().with(s))
 	l.mu.active = s
 	l.leo.store(mark{l.mu.nextOffset, s.base, 0})
-	go l.Flush()
+	go l.flush(flushPolicy)
 	return nil
 }
 
@@ -337,7 +337,7 @@ func (l *Log) MaybeRoll(nowMs int64) error {
 	flush := err == nil && l.flushDueLocked(nowMs)
 	l.mu.Unlock()
 	if flush {
-		err = l.Flush()
+		err = l.flush(flushPolicy)
 	}
 	return err
 }

@@ -12,13 +12,24 @@ import (
 // that recovery must scan small. Rolls and Close always write them.
 const checkpointIntervalMs = 1000
 
-// Flush fsyncs the log up to its current end and advances the recovery
+// Flush fsyncs the log up to its current end and checkpoints the recovery
 // point, so a later recovery need not scan what it covers.
-func (l *Log) Flush() error { return l.flush(false) }
+func (l *Log) Flush() error { return l.flush(flushExplicit) }
 
-func (l *Log) flush(final bool) error {
+// Kinds of flush: policy flushes (flush.messages, flush.ms, after a roll)
+// rewrite the checkpoint files at most every checkpointIntervalMs unless
+// the segment changed; explicit ones always do; the final one (Close,
+// after recovery) also runs on a closed log.
+const (
+	flushPolicy = iota
+	flushExplicit
+	flushFinal
+)
+
+func (l *Log) flush(kind int) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	final := kind == flushFinal
 	if !final && l.closed.Load() {
 		return ErrClosed
 	}
@@ -32,7 +43,7 @@ func (l *Log) flush(final bool) error {
 	}
 	l.flushed.rp = rp
 	now := time.Now().UnixMilli()
-	if !final && rp.base == l.flushed.diskRP.base && now-l.flushed.checkpointMs < checkpointIntervalMs {
+	if kind == flushPolicy && rp.base == l.flushed.diskRP.base && now-l.flushed.checkpointMs < checkpointIntervalMs {
 		return nil
 	}
 	if err := l.writeCheckpoints(rp, snap); err != nil {

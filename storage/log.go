@@ -261,7 +261,7 @@ func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	err := l.flush(true)
+	err := l.flush(flushFinal)
 	l.mu.Lock()
 	l.mu.closed = true
 	stickyErr := l.mu.err

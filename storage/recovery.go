@@ -79,7 +79,7 @@ func (l *Log) load() error {
 		}
 	}
 	if !clean {
-		return l.flush(true) // make the recovered tail durable and checkpoint it
+		return l.flush(flushFinal) // make the recovered tail durable and checkpoint it
 	}
 	return nil
 }
@@ -341,7 +341,7 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 		if err != nil {
 			return pos, next, err
 		}
-		if err := checkScanned(b, s.base, next, validate); err != nil {
+		if err := checkScanned(b, s.base, next, validate, l.mu.cfg.Compact); err != nil {
 			return pos, next, err
 		}
 		last := batchBaseOffset(b) + batchLastOffsetDelta(b)
@@ -359,9 +359,11 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 var errOffsetsBackwards = fmt.Errorf("%w: batch offsets out of order", ErrCorruptMessage)
 
 // checkScanned checks a batch read back from a segment: whole-batch checks
-// when validating, and always that offsets move forward and fit the
-// segment's 32-bit relative offsets.
-func checkScanned(b []byte, base, next int64, validate bool) error {
+// when validating, and always that offsets continue where the previous batch
+// ended (only compacted logs have gaps) and fit the segment's 32-bit
+// relative offsets. The offset check is what catches damage to baseOffset,
+// which the CRC does not cover.
+func checkScanned(b []byte, base, next int64, validate, gaps bool) error {
 	if validate {
 		if _, err := checkBatch(b, 0); err != nil {
 			return err
@@ -371,7 +373,7 @@ func checkScanned(b []byte, base, next int64, validate bool) error {
 	}
 	first := batchBaseOffset(b)
 	last := first + batchLastOffsetDelta(b)
-	if first < next || last < first || last-base > math.MaxInt32 {
+	if first < next || (first > next && !gaps) || last < first || last-base > math.MaxInt32 {
 		return errOffsetsBackwards
 	}
 	return nil
