@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine"
@@ -300,6 +301,10 @@ func TestDescribeAllLogDirs(t *testing.T) {
 	tb := testbroker.Start(t)
 	createTopic(t, tb, "sized", 2)
 	createTopic(t, tb, "other", 1)
+	cl := tb.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err := cl.ProduceSync(adminCtx(t), &kgo.Record{Topic: "sized", Partition: 0, Value: make([]byte, 1000)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 	dirs, err := tb.Admin(t).DescribeAllLogDirs(adminCtx(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -315,6 +320,9 @@ func TestDescribeAllLogDirs(t *testing.T) {
 	}
 	if len(d.Topics["sized"]) != 2 || len(d.Topics["other"]) != 1 {
 		t.Fatalf("topics %v", d.Topics)
+	}
+	if p0, p1 := d.Topics["sized"][0], d.Topics["sized"][1]; p0.Size < 1000 || p1.Size != 0 || p0.OffsetLag != 0 {
+		t.Fatalf("sizes: partition 0 %d bytes (lag %d), partition 1 %d bytes", p0.Size, p0.OffsetLag, p1.Size)
 	}
 	one, err := tb.Admin(t).DescribeAllLogDirs(adminCtx(t), kadm.TopicsSet{"sized": {1: {}}})
 	if err != nil {
