@@ -206,3 +206,8 @@ func (pg *fetchPurgatory) anyWaiter() *fetchWaiter {
 	}
 	return nil
 }
+
+// ReleaseWaitingFetches answers every parked fetch now and makes later
+// fetches answer without waiting. The network layer calls it when shutdown
+// begins, so that draining in-flight requests does not wait out long polls.
+func (b *Broker) ReleaseWaitingFetches() { b.waiters.close() }

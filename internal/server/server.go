@@ -103,6 +103,9 @@ func (s *Server) Done() <-chan error { return s.served }
 // Shutdown stops accepting, finishes in-flight requests, closes the
 // connections, then flushes and closes the broker (clean-shutdown marker).
 func (s *Server) Shutdown(ctx context.Context) error {
+	// Long-polling fetches are in-flight requests too; answer them now
+	// rather than have the drain wait out their max.wait.ms.
+	s.Broker.ReleaseWaitingFetches()
 	netErr := s.net.Shutdown(ctx)
 	if s.http != nil {
 		s.http.Shutdown(ctx)
