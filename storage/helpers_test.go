@@ -193,3 +193,5 @@ func fastTempDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+func removeFile(path string) error { return os.Remove(path) }
