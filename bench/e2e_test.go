@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/testbroker"
+)
+
+// TestRunAgainstSluice is a ~2 s smoke run of the load generator against an
+// in-process broker, in each mode.
+func TestRunAgainstSluice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	tb := testbroker.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	t.Run("produce-consume", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "smoke-live", 2
+		cfg.Rate, cfg.Duration, cfg.Progress = 1000, 1500*time.Millisecond, 0
+		res, err := Run(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Produce.Records < 1000 || res.Consume.Records != res.Produce.Records {
+			t.Fatalf("produced %d, consumed %d", res.Produce.Records, res.Consume.Records)
+		}
+		if res.ProduceLatency.Count != res.Produce.Records || res.EndToEnd.Count != res.Consume.Records {
+			t.Fatalf("latency counts %d/%d", res.ProduceLatency.Count, res.EndToEnd.Count)
+		}
+		if res.ProduceErrors != 0 {
+			t.Fatalf("errors: %s", res.FirstError)
+		}
+	})
+	for _, mode := range []Mode{ModeCatchUp, ModeRawFetch} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "smoke-"+string(mode), 3
+			cfg.Mode, cfg.Records, cfg.Acks, cfg.Progress = mode, 3000, "1", 0
+			read := false
+			res, err := RunWith(ctx, cfg, nil, Hooks{BeforeRead: func() { read = true }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !read || res.Produce.Records != 3000 || res.Consume.Records != 3000 {
+				t.Fatalf("hook %v, produced %d, read %d; want 3000 both", read, res.Produce.Records, res.Consume.Records)
+			}
+			if res.Consume.Bytes < 3000*1024 {
+				t.Fatalf("read %d bytes", res.Consume.Bytes)
+			}
+		})
+	}
+}
