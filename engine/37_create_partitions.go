@@ -10,6 +10,11 @@ package engine
 // INVALID_REPLICA_ASSIGNMENT with Kafka's messages. ValidateOnly checks and
 // changes nothing. The new partitions exist before the response is written,
 // so TimeoutMillis is never reached.
+//
+// Unlike Kafka, internal topics cannot grow (INVALID_REQUEST): the group
+// coordinator places each group by hashing over the partition count of
+// __consumer_offsets, so growing it would strand committed offsets in
+// partitions their groups no longer map to.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,6 +47,9 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 	t := b.Topic(rt.Topic)
 	if t == nil {
 		return topicErr(kerr.UnknownTopicOrPartition, "%s", kerr.UnknownTopicOrPartition.Description)
+	}
+	if t.Internal {
+		return topicErr(kerr.InvalidRequest, "internal topic %s cannot be given more partitions: groups are placed by its partition count", rt.Topic)
 	}
 	have := int32(len(t.Partitions()))
 	switch {

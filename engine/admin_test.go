@@ -230,7 +230,12 @@ func TestCreatePartitions(t *testing.T) {
 		set   int
 		topic string
 		want  error
-	}{{2, "growing", kerr.InvalidPartitions}, {3, "growing", kerr.InvalidPartitions}, {5, "nowhere", kerr.UnknownTopicOrPartition}} {
+	}{
+		{2, "growing", kerr.InvalidPartitions},
+		{3, "growing", kerr.InvalidPartitions},
+		{5, "nowhere", kerr.UnknownTopicOrPartition},
+		{100, "__consumer_offsets", kerr.InvalidRequest},
+	} {
 		resp, err := adm.UpdatePartitions(adminCtx(t), c.set, c.topic)
 		if err != nil || !errors.Is(resp[c.topic].Err, c.want) {
 			t.Errorf("set %s to %d: %v %v, want %v", c.topic, c.set, err, resp[c.topic].Err, c.want)
