@@ -211,6 +211,12 @@ func TestDeleteTopicsDisabled(t *testing.T) {
 	if !errors.Is(resp["kept"].Err, kerr.TopicDeletionDisabled) || tb.Broker.Topic("kept") == nil {
 		t.Fatalf("delete with delete.topic.enable=false: %v", resp["kept"].Err)
 	}
+	// v1-2 predate TOPIC_DELETION_DISABLED and get INVALID_REQUEST.
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version, req.TopicNames = 1, []string{"kept"}
+	if r := adminRaw(t, tb.Addr, req).(*kmsg.DeleteTopicsResponse); len(r.Topics) != 1 || r.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("v1 delete while disabled: %+v", r.Topics)
+	}
 }
 
 func TestCreatePartitions(t *testing.T) {
