@@ -1,0 +1,248 @@
+package sluice.interop;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.common.utils.internals.AppInfoParser;
+
+/**
+ * Kafka's own command-line tools against Sluice, each run as its own JVM from the copied
+ * kafka-tools / kafka_2.13 jars, with their output parsed and asserted.
+ */
+public final class CliScenario {
+    static final String TOPICS = "org.apache.kafka.tools.TopicCommand";
+    static final String PRODUCER = "org.apache.kafka.tools.ConsoleProducer";
+    static final String CONSUMER = "org.apache.kafka.tools.consumer.ConsoleConsumer";
+    static final String GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    static final String CONFIGS = "org.apache.kafka.tools.ConfigCommand";
+    static final String OFFSETS = "org.apache.kafka.tools.GetOffsetShell";
+    static final String VPRODUCER = "org.apache.kafka.tools.VerifiableProducer";
+    static final String VCONSUMER = "org.apache.kafka.tools.VerifiableConsumer";
+
+    static final String TOPIC = "cli-topic";
+    static final String GROUP = "cli-group";
+    static final int PARTITIONS = 3;
+    static final int RECORDS = 60;
+
+    final String bs;
+    final Report rep = new Report();
+
+    CliScenario(String bootstrap) {
+        bs = bootstrap;
+    }
+
+    public static void main(String[] args) throws Exception {
+        CliScenario s = new CliScenario(System.getenv().getOrDefault("SLUICE_BOOTSTRAP", "127.0.0.1:9092"));
+        System.exit(s.run() ? 0 : 1);
+    }
+
+    boolean run() {
+        rep.version("kafka-tools " + AppInfoParser.getVersion());
+
+        rep.check("kafka-topics create", () -> {
+            Tool t = Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--create", "--topic", TOPIC,
+                    "--partitions", "" + PARTITIONS, "--replication-factor", "1", "--config", "segment.bytes=1048576").ok();
+            expect(t, "Created topic " + TOPIC);
+            return "--create --partitions " + PARTITIONS;
+        });
+        rep.check("kafka-topics describe", () -> {
+            Tool t = Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--describe", "--topic", TOPIC).ok();
+            expect(t, "PartitionCount: " + PARTITIONS);
+            for (int p = 0; p < PARTITIONS; p++) {
+                expect(t, "Partition: " + p);
+            }
+            return "PartitionCount: " + PARTITIONS + ", every partition listed";
+        });
+        rep.check("kafka-topics list", () -> {
+            Tool t = Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--list").ok();
+            if (!t.lines().contains(TOPIC)) {
+                throw new AssertionError(t.failure("did not list " + TOPIC));
+            }
+            return "--list shows " + TOPIC;
+        });
+
+        List<String> sent = new ArrayList<>();
+        for (int i = 0; i < RECORDS; i++) {
+            sent.add(String.format("key-%02d:value-%05d", i % 7, i));
+        }
+        rep.check("console-producer", () -> {
+            Tool.run(PRODUCER, String.join("\n", sent) + "\n", 90, "--bootstrap-server", bs, "--topic", TOPIC,
+                    "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+                    "--request-required-acks", "all", "--compression-codec", "gzip", "--sync").ok();
+            return RECORDS + " keyed lines, gzip, acks=all";
+        });
+        rep.check("console-consumer", () -> {
+            Tool t = Tool.run(CONSUMER, null, 90, "--bootstrap-server", bs, "--topic", TOPIC, "--group", GROUP,
+                    "--from-beginning", "--max-messages", "" + RECORDS, "--timeout-ms", "30000",
+                    "--formatter-property", "print.key=true", "--formatter-property", "key.separator=:").ok();
+            List<String> got = t.lines();
+            if (!new HashSet<>(got).equals(new HashSet<>(sent)) || got.size() != sent.size()) {
+                throw new AssertionError(t.failure("read " + got.size() + " lines, not the " + sent.size() + " produced"));
+            }
+            Map<String, Integer> lastByKey = new HashMap<>();
+            for (String l : got) {
+                String key = l.substring(0, l.indexOf(':'));
+                int seq = Integer.parseInt(l.substring(l.lastIndexOf('-') + 1));
+                Integer prev = lastByKey.put(key, seq);
+                if (prev != null && prev > seq) {
+                    throw new AssertionError("key " + key + ": value " + seq + " read after " + prev);
+                }
+            }
+            return RECORDS + " records read back in order per key, in group " + GROUP;
+        });
+        rep.check("consumer-groups describe", () -> {
+            Tool l = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--list").ok();
+            if (!l.lines().contains(GROUP)) {
+                throw new AssertionError(l.failure("did not list " + GROUP));
+            }
+            long[] sums = describeGroup();
+            if (sums[0] != RECORDS || sums[1] != RECORDS || sums[2] != 0) {
+                throw new AssertionError("current offsets sum " + sums[0] + ", log end offsets sum " + sums[1] + ", lag "
+                        + sums[2] + "; want " + RECORDS + ", " + RECORDS + ", 0");
+            }
+            return "--list and --describe: committed " + RECORDS + ", lag 0";
+        });
+        rep.check("consumer-groups reset-offsets", () -> {
+            Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--reset-offsets", "--group", GROUP, "--topic", TOPIC,
+                    "--to-earliest", "--execute").ok();
+            long[] sums = describeGroup();
+            if (sums[0] != 0 || sums[2] != RECORDS) {
+                throw new AssertionError("after --reset-offsets --to-earliest: current offsets sum " + sums[0] + ", lag "
+                        + sums[2] + "; want 0 and " + RECORDS);
+            }
+            return "--to-earliest --execute, then lag " + RECORDS;
+        });
+        rep.check("kafka-configs describe", () -> {
+            Tool t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
+                    "--entity-name", TOPIC, "--all").ok();
+            expect(t, "retention.ms=");
+            expect(t, "segment.bytes=1048576");
+            return "--describe --all shows retention.ms and the segment.bytes set at creation";
+        });
+        rep.check("kafka-configs alter", () -> {
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "topics", "--entity-name",
+                    TOPIC, "--add-config", "retention.ms=3600000,max.message.bytes=2000000").ok();
+            Tool t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
+                    "--entity-name", TOPIC).ok();
+            expect(t, "retention.ms=3600000");
+            expect(t, "max.message.bytes=2000000");
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "topics", "--entity-name",
+                    TOPIC, "--delete-config", "max.message.bytes").ok();
+            t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
+                    "--entity-name", TOPIC).ok();
+            expect(t, "retention.ms=3600000");
+            if (t.out.contains("max.message.bytes=2000000")) {
+                throw new AssertionError(t.failure("still shows max.message.bytes after --delete-config"));
+            }
+            return "--add-config then --delete-config, read back with --describe";
+        });
+        rep.check("get-offset-shell", () -> {
+            long latest = sumOffsets(Tool.run(OFFSETS, null, 60, "--bootstrap-server", bs, "--topic", TOPIC, "--time", "-1").ok());
+            long earliest = sumOffsets(Tool.run(OFFSETS, null, 60, "--bootstrap-server", bs, "--topic", TOPIC, "--time", "-2").ok());
+            if (latest != RECORDS || earliest != 0) {
+                throw new AssertionError("latest offsets sum " + latest + ", earliest " + earliest + "; want " + RECORDS + " and 0");
+            }
+            return "--time -1 sums to " + RECORDS + ", --time -2 to 0";
+        });
+
+        String vtopic = "cli-verifiable";
+        int vcount = 300;
+        rep.check("verifiable-producer", () -> {
+            createTopic(vtopic, 2);
+            Tool t = Tool.run(VPRODUCER, null, 120, "--bootstrap-server", bs, "--topic", vtopic, "--max-messages",
+                    "" + vcount, "--acks", "-1", "--throughput", "-1").ok();
+            int ok = count(t, "\"name\":\"producer_send_success\"");
+            int bad = count(t, "\"name\":\"producer_send_error\"");
+            if (ok != vcount || bad != 0) {
+                throw new AssertionError(t.failure(ok + " producer_send_success and " + bad + " producer_send_error events"));
+            }
+            return vcount + " producer_send_success, no errors";
+        });
+        rep.check("verifiable-consumer", () -> {
+            Tool t = Tool.run(VCONSUMER, null, 120, "--bootstrap-server", bs, "--topic", vtopic, "--group-id",
+                    "cli-verifiable-group", "--max-messages", "" + vcount, "--reset-policy", "earliest").ok();
+            int consumed = 0;
+            Matcher m = Pattern.compile("\"name\":\"records_consumed\",\"count\":(\\d+)").matcher(t.out);
+            while (m.find()) {
+                consumed += Integer.parseInt(m.group(1));
+            }
+            int committed = count(t, "\"name\":\"offsets_committed\"");
+            if (consumed != vcount || committed == 0 || t.out.contains("\"success\":false")) {
+                throw new AssertionError(t.failure(consumed + " records_consumed, " + committed + " offsets_committed events"));
+            }
+            return consumed + " records consumed, " + committed + " successful commits";
+        });
+        return !rep.failed();
+    }
+
+    /** Sums of CURRENT-OFFSET, LOG-END-OFFSET and LAG over the group's partitions of TOPIC. */
+    long[] describeGroup() throws Exception {
+        Tool t = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--describe", "--group", GROUP, "--offsets").ok();
+        long[] sums = new long[3];
+        int rows = 0;
+        for (String l : t.lines()) {
+            String[] f = l.split("\\s+");
+            if (f.length >= 6 && f[0].equals(GROUP) && f[1].equals(TOPIC)) {
+                rows++;
+                sums[0] += parse(f[3]);
+                sums[1] += parse(f[4]);
+                sums[2] += parse(f[5]);
+            }
+        }
+        if (rows != PARTITIONS) {
+            throw new AssertionError(t.failure("described " + rows + " partitions of " + TOPIC + ", want " + PARTITIONS));
+        }
+        return sums;
+    }
+
+    static long parse(String s) {
+        return s.equals("-") ? 0 : Long.parseLong(s);
+    }
+
+    static long sumOffsets(Tool t) {
+        long sum = 0;
+        int n = 0;
+        for (String l : t.lines()) {
+            String[] f = l.split(":");
+            if (f.length == 3 && f[0].equals(TOPIC)) {
+                sum += Long.parseLong(f[2]);
+                n++;
+            }
+        }
+        if (n != PARTITIONS) {
+            throw new AssertionError(t.failure(n + " partitions listed, want " + PARTITIONS));
+        }
+        return sum;
+    }
+
+    static void expect(Tool t, String text) {
+        if (!t.out.contains(text)) {
+            throw new AssertionError(t.failure("printed no \"" + text + "\""));
+        }
+    }
+
+    static int count(Tool t, String text) {
+        int n = 0;
+        for (int i = t.out.indexOf(text); i >= 0; i = t.out.indexOf(text, i + 1)) {
+            n++;
+        }
+        return n;
+    }
+
+    void createTopic(String name, int partitions) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bs);
+        try (Admin a = Admin.create(p)) {
+            a.createTopics(List.of(new NewTopic(name, partitions, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        }
+    }
+}
