@@ -167,6 +167,19 @@ func (g *group) deleteOffsets(tps []offsetTP) error {
 	return nil
 }
 
+// dropTopicOffsets removes the group's offsets of a deleted topic.
+func (g *group) dropTopicOffsets(topic string) {
+	var tps []offsetTP
+	for tp := range g.offsets {
+		if tp.topic == topic {
+			tps = append(tps, tp)
+		}
+	}
+	if err := g.deleteOffsets(tps); err != nil {
+		g.c.b.log.Error("deleting offsets of a deleted topic failed", "group", g.name, "topic", topic, "err", err)
+	}
+}
+
 // deleteGroup tombstones an Empty group's offsets and metadata and
 // removes it.
 func (g *group) deleteGroup() int16 {

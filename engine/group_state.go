@@ -173,7 +173,10 @@ func (g *group) markDead() {
 }
 
 // unload answers parked requests and stops every timer (broker shutdown).
+// The group is Dead from then on, so timer callbacks already waiting for
+// the lock do nothing.
 func (g *group) unload() {
+	g.state = groupDead
 	g.stopTimer()
 	for _, t := range g.pending {
 		t.Stop()

@@ -88,6 +88,13 @@ func (c *groupCoordinator) offsetsTopic() (*Topic, error) {
 	return t, nil
 }
 
+// ReleaseGroupWaiters unloads the groups as a shutdown begins: JoinGroup
+// and SyncGroup requests parked in a rebalance are answered at once
+// (NOT_COORDINATOR) rather than have the drain of in-flight requests wait
+// out a rebalance timeout, and later group requests are refused. What was
+// committed is already in __consumer_offsets.
+func (b *Broker) ReleaseGroupWaiters() { b.groups.close() }
+
 // close stops the timers of every group and answers the requests still
 // parked in them with NOT_COORDINATOR (Kafka's answer when a coordinator
 // unloads its groups), so that clients look for the coordinator again.
@@ -102,6 +109,7 @@ func (c *groupCoordinator) close() {
 	for _, g := range c.mu.groups {
 		groups = append(groups, g)
 	}
+	c.mu.groups = map[string]*group{}
 	c.mu.Unlock()
 	close(c.stop)
 	if c.done != nil {
@@ -150,6 +158,18 @@ func (c *groupCoordinator) forget(g *group) {
 		delete(c.mu.groups, g.name)
 	}
 	c.mu.Unlock()
+}
+
+// topicDeleted drops every group's offsets of a deleted topic, as Kafka
+// does, so that a topic created again under the name starts without them.
+func (c *groupCoordinator) topicDeleted(topic string) {
+	for _, g := range c.allGroups() {
+		g.mu.Lock()
+		if g.state != groupDead {
+			g.dropTopicOffsets(topic)
+		}
+		g.unlock()
+	}
 }
 
 // allGroups snapshots the groups (unlocked).

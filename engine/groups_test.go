@@ -779,3 +779,29 @@ func TestGroupAdmin(t *testing.T) {
 		t.Fatalf("offsets of a deleted group: %v", fetched)
 	}
 }
+
+// A shutdown answers JoinGroups parked in a rebalance instead of waiting
+// out the rebalance timeout while draining in-flight requests.
+func TestGroupShutdownReleasesParkedJoin(t *testing.T) {
+	tb := groupBroker(t)
+	const group = "parked"
+	ca, cb := dialGroup(t, tb.Addr), dialGroup(t, tb.Addr)
+	o := joinOpts{version: 3, session: 30 * time.Second, rebalance: 30 * time.Second}
+	ja := awaitJoin(t, ca.start(joinRequest(group, o)))
+	ca.do(t, syncRequest(2, group, ja.MemberID, ja.Generation, nil))
+	jbCh := cb.start(joinRequest(group, o)) // waits for A to rejoin, up to 30s
+	waitState(t, ca, group, "PreparingRebalance", 2)
+	start := time.Now()
+	tb.Stop(t)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %v with a parked join", d)
+	}
+	select {
+	case r := <-jbCh:
+		if r.err == nil && r.resp.(*kmsg.JoinGroupResponse).ErrorCode != kerr.NotCoordinator.Code {
+			t.Fatalf("parked join answered %v", kerr.ErrorForCode(r.resp.(*kmsg.JoinGroupResponse).ErrorCode))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked join neither answered nor closed")
+	}
+}

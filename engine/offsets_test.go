@@ -331,3 +331,23 @@ func TestOffsetsFetchBatched(t *testing.T) {
 		t.Fatalf("v2 all topics: %+v", r.Topics)
 	}
 }
+
+// Deleting a topic deletes the offsets committed for it (as Kafka does), so
+// a topic created again under the name does not inherit them.
+func TestOffsetsDeletedTopicDropsOffsets(t *testing.T) {
+	tb := groupBroker(t)
+	groupTopic(t, tb, "gone", 2)
+	groupTopic(t, tb, "stays", 1)
+	commitSimple(t, tb, "g", map[string]map[int32]int64{"gone": {0: 1, 1: 2}, "stays": {0: 3}})
+	if _, err := tb.Admin(t).DeleteTopic(groupCtx(t), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int32]int64{"stays": {0: 3}}
+	if got := fetchAll(t, tb, "g"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after deleting the topic: %v", got)
+	}
+	tb.Restart(t)
+	if got := fetchAll(t, tb, "g"); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after restart: %v", got)
+	}
+}

@@ -246,6 +246,7 @@ func (b *Broker) DeleteTopic(name string) error {
 			err = derr
 		}
 	}
+	b.groups.topicDeleted(name) // committed offsets go with the topic, as in Kafka
 	b.log.Info("deleted topic", "topic", name)
 	return err
 }

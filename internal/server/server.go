@@ -106,6 +106,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// Long-polling fetches are in-flight requests too; answer them now
 	// rather than have the drain wait out their max.wait.ms.
 	s.Broker.ReleaseWaitingFetches()
+	// Likewise JoinGroup/SyncGroup requests parked in a rebalance.
+	s.Broker.ReleaseGroupWaiters()
 	netErr := s.net.Shutdown(ctx)
 	if s.http != nil {
 		s.http.Shutdown(ctx)
