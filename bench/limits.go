@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
-	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +79,9 @@ func SequentialWrite(dir string, maxBytes int64, d time.Duration) (buffered, syn
 // clean and cached like a broker's closed segments), then sends it over and
 // over with sendfile(2) to a 127.0.0.1 TCP socket for d, and returns the MB/s
 // the discarding reader received.
+//
+// Both ends use blocking sockets on threads of their own, outside Go's
+// netpoller: this is the machine's ceiling, not a Go program's.
 func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, error) {
 	f, err := os.CreateTemp(dir, "sluice-bench-sendfile-*")
 	if err != nil {
@@ -107,20 +108,27 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 	var received atomic.Int64
 	readDone := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		c, err := ln.Accept()
 		if err != nil {
 			readDone <- err
 			return
 		}
 		defer c.Close()
+		fd, file, err := blockingFD(c)
+		if err != nil {
+			readDone <- err
+			return
+		}
+		defer file.Close()
 		buf := make([]byte, limitChunk)
 		for {
-			n, err := c.Read(buf)
-			received.Add(int64(n))
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
+			n, err := unix.Read(fd, buf)
+			if n > 0 {
+				received.Add(int64(n))
+			}
+			if n == 0 || (err != nil && err != unix.EINTR) {
 				readDone <- err
 				return
 			}
@@ -130,38 +138,30 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 	if err != nil {
 		return 0, err
 	}
-	raw, err := conn.(*net.TCPConn).SyscallConn()
+	defer conn.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, file, err := blockingFD(conn)
 	if err != nil {
-		conn.Close()
 		return 0, err
 	}
+	defer file.Close()
 	src := int(f.Fd())
 	start := time.Now()
 	var off int64
 	var sendErr error
-	for time.Since(start) < d && sendErr == nil {
-		werr := raw.Write(func(fd uintptr) bool {
-			n, err := unix.Sendfile(int(fd), src, &off, int(min(size-off, 16*limitChunk)))
-			if err == unix.EAGAIN {
-				return false // wait until the socket is writable
-			}
-			if err != nil {
-				sendErr = err
-			} else if n == 0 {
-				sendErr = io.ErrUnexpectedEOF
-			}
-			return true
-		})
-		if werr != nil && sendErr == nil {
-			sendErr = werr
-		}
+	for time.Since(start) < d {
 		if off >= size {
 			off = 0
+		}
+		if _, err := unix.Sendfile(fd, src, &off, int(min(size-off, 16*limitChunk))); err != nil && err != unix.EINTR {
+			sendErr = err
+			break
 		}
 	}
 	elapsed := time.Since(start)
 	got := received.Load() // what arrived within d
-	conn.Close()
+	_ = unix.Shutdown(fd, unix.SHUT_WR)
 	if err := <-readDone; err != nil && sendErr == nil {
 		sendErr = err
 	}
@@ -171,8 +171,17 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 	return float64(got) / elapsed.Seconds() / 1e6, nil
 }
 
-// scratchDir returns dir if set, else a directory for scratch files on the
-// same disk as dataDir.
-func scratchDir(dataDir string) string {
-	return filepath.Clean(dataDir)
+// blockingFD returns a blocking duplicate of c's socket (and the file that
+// owns it, to close).
+func blockingFD(c net.Conn) (int, *os.File, error) {
+	file, err := c.(*net.TCPConn).File()
+	if err != nil {
+		return 0, nil, err
+	}
+	fd := int(file.Fd())
+	if err := unix.SetNonblock(fd, false); err != nil {
+		file.Close()
+		return 0, nil, err
+	}
+	return fd, file, nil
 }

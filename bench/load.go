@@ -72,8 +72,8 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 		return nil, err
 	}
 	defer func() {
-		for _, c := range producers {
-			c.Close()
+		for _, p := range producers {
+			p.cl.Close()
 		}
 	}()
 	startOffsets, err := endOffsets(ctx, adm, cfg.Topic)
@@ -111,7 +111,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	return res, err
 }
 
-func (r *run) produceAndConsume(ctx context.Context, producers []*kgo.Client, start map[int32]int64, res *Result) error {
+func (r *run) produceAndConsume(ctx context.Context, producers []producer, start map[int32]int64, res *Result) error {
 	var produceDone atomic.Bool
 	var wg, ready sync.WaitGroup
 	consErr := make(chan error, r.cfg.Consumers)
@@ -155,7 +155,7 @@ func (r *run) produceAndConsume(ctx context.Context, producers []*kgo.Client, st
 	return perr
 }
 
-func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers []*kgo.Client, start map[int32]int64, res *Result) error {
+func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers []producer, start map[int32]int64, res *Result) error {
 	if err := r.produceAll(ctx, producers); err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func assign(start map[int32]int64, i, n int) map[int32]kgo.Offset {
 // newProducers makes the producer clients and sends one record through each
 // (outside the measurement: metadata, connections and producer ids are then
 // in place before the clock starts).
-func (r *run) newProducers(ctx context.Context) ([]*kgo.Client, error) {
+func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 	acks, _ := r.cfg.acks()
 	codec, _ := r.cfg.codec()
 	opts := []kgo.Opt{
@@ -268,18 +268,28 @@ func (r *run) newProducers(ctx context.Context) ([]*kgo.Client, error) {
 			return nil, fmt.Errorf("producer warm-up: %w", err)
 		}
 	}
-	return clients, nil
+	ps := make([]producer, len(clients))
+	for i, cl := range clients {
+		ps[i] = producer{cl, newPayloads(r.cfg.RecordSize, r.runID, r.cfg.Compressible, uint64(i))}
+	}
+	return ps, nil
+}
+
+// producer is a producer client and its value source.
+type producer struct {
+	cl *kgo.Client
+	pl *payloads
 }
 
 // produceAll runs the producers until Duration passes or Records are sent,
 // then waits for every acknowledgement.
-func (r *run) produceAll(ctx context.Context, clients []*kgo.Client) error {
+func (r *run) produceAll(ctx context.Context, producers []producer) error {
 	var wg sync.WaitGroup
-	for i, cl := range clients {
+	for _, p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.produce(ctx, cl, uint64(i))
+			r.produce(ctx, p.cl, p.pl)
 		}()
 	}
 	wg.Wait()
@@ -287,8 +297,7 @@ func (r *run) produceAll(ctx context.Context, clients []*kgo.Client) error {
 }
 
 // produce is one producer's loop.
-func (r *run) produce(ctx context.Context, cl *kgo.Client, seed uint64) {
-	pl := newPayloads(r.cfg.RecordSize, r.runID, r.cfg.Compressible, seed)
+func (r *run) produce(ctx context.Context, cl *kgo.Client, pl *payloads) {
 	rate := r.cfg.Rate / float64(r.cfg.Producers)
 	deadline := r.start.Add(r.cfg.Duration)
 	promise := func(rec *kgo.Record, err error) {

@@ -108,8 +108,11 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	b.WriteString("- **Load**: franz-go clients in the runner's process; 1 KiB values of random (incompressible) bytes, no compression, linger 0, batches up to 1 MB; one topic per workload created with the stated partitions. Produce-ack latency runs from the time a record was scheduled to its acknowledgement (fixed-rate runs are charged for stalls: no coordinated omission); end-to-end latency from the same time, embedded in the value, to the consumer's poll returning it. Histograms are HDR (1 µs–5 min, 3 digits).\n")
 	b.WriteString("- **Broker cost**: CPU time (user+system, `/proc/PID/stat`) over the measured run, peak RSS (`VmHWM`, `/proc/PID/status`) of the broker process since its start.\n")
 	if l := rep.Limits; l != nil {
-		fmt.Fprintf(&b, "- **Machine limits**, measured in the same run: a page-cached file sent with `sendfile(2)` to a 127.0.0.1 TCP socket read by a discarding reader: **%.0f MB/s**; sequential 1 MiB `write(2)`s to the data disk: **%.0f MB/s** into the page cache (%.0f MB/s including the closing `fdatasync`).\n",
+		fmt.Fprintf(&b, "- **Machine limits**, measured in the same run before and after the workloads (best of the two): a page-cached file sent with `sendfile(2)` to a 127.0.0.1 TCP socket read by a discarding reader: **%.0f MB/s**; sequential 1 MiB `write(2)`s to the data disk: **%.0f MB/s** into the page cache (%.0f MB/s including the closing `fdatasync`).\n",
 			l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
+	}
+	if o.Nice != 0 {
+		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers it starts ran at nice %d, so that other work on the (shared) machine disturbs them less.\n", o.Nice)
 	}
 	fmt.Fprintf(&b, "- **Command**: `%s`\n\n", strings.TrimSpace(o.Command))
 
