@@ -40,6 +40,19 @@ func (k BrokerKind) Title() string {
 	return string(k)
 }
 
+// Color is the broker's color in charts.
+func (k BrokerKind) Color() string {
+	switch k {
+	case Kafka:
+		return "#c53030"
+	case Sluice:
+		return "#2b6cb0"
+	case Kfake:
+		return "#718096"
+	}
+	return ""
+}
+
 // KafkaVersion is the Apache Kafka release compared against (bench/kafka/pom.xml).
 const KafkaVersion = "4.4.0"
 

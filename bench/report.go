@@ -263,7 +263,7 @@ func (rep *Report) charts() []chartSpec {
 		c := Chart{Title: title, Unit: unit, Categories: labels, Log: log}
 		have := false
 		for _, b := range bs {
-			s := Series{Name: b.Title()}
+			s := Series{Name: b.Title(), Color: b.Color()}
 			for _, n := range names {
 				v, k := rep.Median(n, b, metric)
 				if k == 0 {
@@ -285,7 +285,7 @@ func (rep *Report) charts() []chartSpec {
 		c := Chart{Title: title, Unit: "ms (log scale)", Categories: pcts, Log: true, Lines: true}
 		have := false
 		for _, b := range bs {
-			s := Series{Name: b.Title()}
+			s := Series{Name: b.Title(), Color: b.Color()}
 			for _, p := range pcts {
 				var vs []float64
 				for i := range rep.Runs {
@@ -346,7 +346,7 @@ func (rep *Report) charts() []chartSpec {
 			p, n1 := rep.Median("i3-produce", b, "produce_mbps")
 			cv, n2 := rep.Median("i3-consume", b, "consume_mbps")
 			have = have || n1+n2 > 0
-			c.Series = append(c.Series, Series{Name: b.Title(), Values: []float64{nanIfZero(p, n1), nanIfZero(cv, n2)}})
+			c.Series = append(c.Series, Series{Name: b.Title(), Color: b.Color(), Values: []float64{nanIfZero(p, n1), nanIfZero(cv, n2)}})
 		}
 		if have {
 			specs = append(specs, &chartSpec{file: prefix + "throughput.svg", title: c.Title, chart: c})

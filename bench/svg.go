@@ -13,7 +13,15 @@ import (
 // Series is one named set of values, one per category (NaN = missing).
 type Series struct {
 	Name   string
+	Color  string // "" picks from the palette by position
 	Values []float64
+}
+
+func (c Chart) color(si int) string {
+	if col := c.Series[si].Color; col != "" {
+		return col
+	}
+	return palette[si%len(palette)]
 }
 
 // Chart is a chart of Series over Categories.
@@ -31,7 +39,7 @@ const (
 	padL, padR, padT, padB float64 = 72, 16, 44, 64
 )
 
-// palette gives Sluice, Kafka and kfake (in that series order) steady colors.
+// palette colors series that name no color.
 var palette = []string{"#2b6cb0", "#c53030", "#718096", "#2f855a", "#b7791f", "#6b46c1"}
 
 // SVG renders the chart.
@@ -68,7 +76,7 @@ func (c Chart) SVG() string {
 	// Legend, under the axis.
 	x := padL
 	for si, s := range c.Series {
-		col := palette[si%len(palette)]
+		col := c.color(si)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="12" height="12" fill="%s"/>`, x, float64(svgH)-22, col)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", x+16, float64(svgH)-12, esc(s.Name))
 		x += 28 + 7*float64(len(s.Name))
@@ -91,7 +99,7 @@ func (c Chart) drawBars(b *strings.Builder, groupW float64, y func(float64) floa
 			top := y(v)
 			x := x0 + barW*float64(si)
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s: %s</title></rect>`+"\n",
-				x, top, barW-2, math.Max(base-top, 0.5), palette[si%len(palette)], esc(s.Name), esc(fmtValue(v)))
+				x, top, barW-2, math.Max(base-top, 0.5), c.color(si), esc(s.Name), esc(fmtValue(v)))
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10">%s</text>`+"\n", x+(barW-2)/2, top-3, esc(fmtValue(v)))
 		}
 	}
@@ -99,7 +107,7 @@ func (c Chart) drawBars(b *strings.Builder, groupW float64, y func(float64) floa
 
 func (c Chart) drawLines(b *strings.Builder, groupW float64, y func(float64) float64) {
 	for si, s := range c.Series {
-		col := palette[si%len(palette)]
+		col := c.color(si)
 		var pts []string
 		for i, v := range s.Values {
 			if i >= len(c.Categories) || !usable(v, c.Log) {
@@ -108,7 +116,8 @@ func (c Chart) drawLines(b *strings.Builder, groupW float64, y func(float64) flo
 			x := padL + groupW*(float64(i)+0.5)
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y(v)))
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s: %s</title></circle>`+"\n", x, y(v), col, esc(s.Name), esc(fmtValue(v)))
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="%s">%s</text>`+"\n", x+6, y(v)-5, col, esc(fmtValue(v)))
+			// Stagger labels by series so close points stay readable.
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="10" fill="%s">%s</text>`+"\n", x+6, y(v)-5+12*float64(si%3)-12, col, esc(fmtValue(v)))
 		}
 		if len(pts) > 1 {
 			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(pts, " "), col)
