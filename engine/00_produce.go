@@ -99,7 +99,7 @@ func (b *Broker) handleProduce(r *Request) {
 		}
 	}
 	switch {
-	case req.Acks != 0 || reqErr == kerr.InvalidRequiredAcks:
+	case req.Acks != 0:
 		r.Respond(resp)
 	case failed:
 		r.closeConn()

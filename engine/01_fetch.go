@@ -194,25 +194,17 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	fp.err, fp.hw, fp.logStart, fp.records = 0, -1, -1, storage.Region{}
 	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit = -1, -1, -1, false
 	p := f.partition(fp)
-	if fp.err != 0 {
+	if p == nil {
 		return
 	}
 	l := p.Log
-	hw, logStart, leo := l.HighWatermark(), l.LogStartOffset(), l.LogEndOffset()
-	if fp.lastFetchedEpoch >= 0 && f.diverged(fp, l, leo) {
-		fp.hw, fp.logStart = hw, logStart
-		return
-	}
-	if fp.err != 0 {
-		return
-	}
-	if fp.fetchOffset < logStart || fp.fetchOffset > leo {
-		fp.err = kerr.OffsetOutOfRange.Code
+	hw, logStart := l.HighWatermark(), l.LogStartOffset()
+	if fp.err = checkPosition(fp, l, logStart); fp.err != 0 {
 		return
 	}
 	fp.hw, fp.logStart = hw, logStart
 	limit := min(int64(fp.maxBytes), *remaining)
-	if fp.fetchOffset >= hw || (limit <= 0 && !*first) {
+	if fp.divergingEpoch >= 0 || fp.fetchOffset >= hw || (limit <= 0 && !*first) {
 		return
 	}
 	reg, err := l.Read(fp.fetchOffset, int32(max(limit, 0)), false)
@@ -253,22 +245,27 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 	return p
 }
 
-// diverged checks the client's last fetched epoch against the log's epoch
-// history (KIP-595): if that epoch ends before the fetch offset, or the log
-// never had it, the client's log diverged from ours and must truncate to
-// the end offset we report. An epoch the log cannot place at all is
+// checkPosition validates where the client fetches from. With a last
+// fetched epoch (v12+, KIP-595) it first checks the client's log against
+// ours: if that epoch ends before the fetch offset, or we never had it, the
+// client diverged and must truncate to the end we report in fp. An epoch
+// the log cannot place, or an offset outside [log start, log end], is
 // OFFSET_OUT_OF_RANGE, as in Kafka.
-func (f *fetch) diverged(fp *fetchPart, l *storage.Log, leo int64) bool {
-	epoch, end := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
-	if epoch < 0 || end < 0 {
-		fp.err = kerr.OffsetOutOfRange.Code
-		return false
+func checkPosition(fp *fetchPart, l *storage.Log, logStart int64) int16 {
+	if fp.lastFetchedEpoch >= 0 {
+		epoch, end := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
+		if epoch < 0 || end < 0 {
+			return kerr.OffsetOutOfRange.Code
+		}
+		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
+			fp.divergingEpoch, fp.divergingEnd = epoch, end
+			return 0
+		}
 	}
-	if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {
-		fp.divergingEpoch, fp.divergingEnd = epoch, end
-		return true
+	if fp.fetchOffset < logStart || fp.fetchOffset > l.LogEndOffset() {
+		return kerr.OffsetOutOfRange.Code
 	}
-	return false
+	return 0
 }
 
 // park waits for more data. The logs' regions are not kept: the fetch is
