@@ -216,7 +216,7 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 	fs.StringVar(&brokers, "brokers", brokers, "brokers to compare, in the order they alternate (kafka, sluice, kfake)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds; every workload runs once per broker per round, on a fresh broker and data dir")
 	fs.BoolVar(&o.Quick, "quick", false, "smoke run: 1 round, 5 s runs, smaller catch-up data")
-	fs.DurationVar(&o.Duration, "duration", 15*time.Second, "length of each timed run")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each timed run")
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warm-up produce on each fresh broker before it is measured (JIT for Kafka)")
 	fs.Int64Var(&o.CatchUpRecords, "catch-up-records", 1_000_000, "records (1 KiB) written then read back by the catch-up workloads")
 	only := fs.String("only", "", "comma-separated workload names to run (default all)")
