@@ -195,3 +195,9 @@ func fastTempDir(t testing.TB) string {
 }
 
 func removeFile(path string) error { return os.Remove(path) }
+
+// setSequenceForTest changes a batch's base sequence and fixes its CRC.
+func setSequenceForTest(b []byte, seq int32) {
+	binary.BigEndian.PutUint32(b[posBaseSequence:], uint32(seq))
+	binary.BigEndian.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+}

@@ -124,19 +124,22 @@ func newSegList(segs []*segment) *segList {
 }
 
 // find returns the index of the segment that would hold offset (the last one
-// with base <= offset), or -1.
+// with base <= offset), or -1. Segments tend to hold similar numbers of
+// offsets, so the search interpolates its first probe (see searchLE).
 func (l *segList) find(offset int64) int {
-	lo, hi := 0, len(l.bases)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if l.bases[mid] <= offset {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	n := int64(len(l.bases))
+	if n == 0 || offset < l.bases[0] {
+		return -1
 	}
-	return lo - 1
+	first, last := l.bases[0], l.bases[n-1]
+	guess := n - 1
+	if offset < last {
+		guess = int64(float64(offset-first) / float64(last-first+1) * float64(n-1))
+	}
+	return int(gallopLE(n, offset, guess, l.baseAt))
 }
+
+func (l *segList) baseAt(i int64) int64 { return l.bases[i] }
 
 func (l *segList) last() *segment { return l.segs[len(l.segs)-1] }
 

@@ -517,9 +517,13 @@ func (l *Log) publishLoaded(segs []*segment, next int64) error {
 	active := segs[len(segs)-1]
 	next = max(next, active.base)
 	var total int64
-	for _, s := range segs {
+	for i, s := range segs {
 		total += s.size.Load()
+		if i+1 < len(segs) {
+			s.lastOff.Store(segs[i+1].base - 1)
+		}
 	}
+	active.lastOff.Store(next - 1)
 	l.size.Store(total)
 	l.segs.Store(newSegList(segs))
 	l.mu.active = active

@@ -124,7 +124,7 @@ func (s *segment) indexLookup(offset int64) int64 {
 		return 0
 	}
 	defer s.release()
-	return int64(s.ix.off.lookup(uint32(min(rel, maxRel))))
+	return int64(s.ix.off.lookup(uint32(min(rel, maxRel)), uint32(min(s.lastOff.Load()-s.base+1, maxRel))))
 }
 
 // indexLookupPos is the largest indexed batch position <= pos.
@@ -133,7 +133,7 @@ func (s *segment) indexLookupPos(pos int64) int64 {
 		return 0
 	}
 	defer s.release()
-	return int64(s.ix.off.lookupPos(uint32(min(pos, maxRel))))
+	return int64(s.ix.off.lookupPos(uint32(min(pos, maxRel)), uint32(min(s.size.Load(), maxRel))))
 }
 
 // timeLookup is the offset to start the scan for the first batch with
