@@ -346,8 +346,10 @@ func (l *epollLoop) closeConn(c *conn) {
 }
 
 func (l *epollLoop) closeFd(c *conn) {
-	c.closed = true
-	unix.Close(c.fd) // also leaves the epoll set
+	if !c.closed {
+		c.closed = true
+		unix.Close(c.fd) // also leaves the epoll set
+	}
 }
 
 func (l *epollLoop) closeListeners() {

@@ -374,7 +374,15 @@ func (b *loopBase) lookup(slot int32, gen uint32) *conn {
 // release frees a connection's slot and tells the handler it is gone. The
 // socket is already closed and no reply is outstanding.
 func (b *loopBase) release(c *conn) {
+	if c.released {
+		return
+	}
+	c.released = true
 	c.in.reset()
+	if c.rbuf != nil {
+		putFrame(c.rbuf)
+		c.rbuf = nil
+	}
 	if c.stash != nil {
 		putFrame(c.stash)
 		c.stash = nil
@@ -442,9 +450,7 @@ func (b *loopBase) abandon(closeFd func(*conn)) {
 		if c == nil {
 			continue
 		}
-		if !c.closed {
-			closeFd(c)
-		}
+		closeFd(c)
 		if c.phase.CompareAndSwap(phaseAwaiting, phaseDead) || c.phase.CompareAndSwap(phaseServing, phaseDead) {
 			c.frame = nil // the handler may still read it; leave it to the GC
 		}
@@ -518,17 +524,19 @@ type conn struct {
 	writeWait       int64 // since when a write waits for the peer; 0 if none
 	closeAfterReply bool
 	closed          bool // socket closed; release once the reply is in
+	released        bool
 
 	readable bool // epoll: the socket may hold unread bytes
 
 	// uring: operations in flight and their memory.
-	pending   int8
-	recvBusy  bool
-	sendBusy  bool
-	pollBusy  bool
-	cancelled bool
-	iov       [maxIovPerOp]unix.Iovec
-	msg       unix.Msghdr
+	pending    int8
+	recvBusy   bool
+	sendBusy   bool
+	pollBusy   bool
+	recvDirect bool    // the recv in flight reads into the frame body
+	rbuf       *[]byte // the recv's buffer when there is no buffer ring
+	iov        [maxIovPerOp]unix.Iovec
+	msg        unix.Msghdr
 }
 
 // deliver is the reply callback given to the handler (any goroutine).
