@@ -20,6 +20,7 @@ import (
 //	sluice bench compare-kfake [flags]   Sluice vs kfake, the issue 3 figure
 //	sluice bench limits [flags]          the machine's loopback sendfile and write limits
 //	sluice bench kfake [flags]           serve franz-go's kfake broker (a comparison helper)
+//	sluice bench zcprobe [flags]         count a process's zero-copy vs copied socket bytes (eBPF, root)
 func benchCmd(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -33,6 +34,8 @@ func benchCmd(args []string) error {
 			return benchLimits(args[1:])
 		case "kfake":
 			return bench.KfakeMain(ctx, args[1:])
+		case "zcprobe":
+			return benchZCProbe(ctx, args[1:])
 		}
 	}
 	return benchRun(ctx, args)
@@ -42,7 +45,7 @@ func benchRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice bench [flags]
-       sluice bench compare|compare-kfake|limits|kfake [flags]
+       sluice bench compare|compare-kfake|limits|kfake|zcprobe [flags]
 
 Produces and consumes through franz-go against any Kafka-compatible broker and
 reports throughput and produce-ack / end-to-end latency percentiles.
@@ -104,5 +107,36 @@ func benchLimits(args []string) error {
 	}
 	fmt.Printf("loopback sendfile:  %8.0f MB/s\n", l.SendfileMBps)
 	fmt.Printf("sequential write:   %8.0f MB/s (page cache), %.0f MB/s including fdatasync\n", l.WriteMBps, l.WriteSyncMBps)
+	return nil
+}
+
+func benchZCProbe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench zcprobe", flag.ContinueOnError)
+	pid := fs.Int("pid", 0, "process to trace")
+	addr := fs.String("listener", "127.0.0.1:9092", "trace the process listening on this address (if no --pid)")
+	d := fs.Duration("duration", 10*time.Second, "how long to count (or until interrupted)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	p, err := bench.StartZeroCopyProbe(*addr, *pid)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	select {
+	case <-ctx.Done():
+	case <-time.After(*d):
+	}
+	r := p.Read()
+	fmt.Printf("pid %d: zero-copy fraction %.4f: %d bytes zero-copy, %d copied\n", r.Pid, r.Fraction, r.ZeroCopyBytes, r.CopiedBytes)
+	fmt.Printf("  sendfile %d, splice %d, write family %d (sockets %d, files %d, closed fds %d)\n",
+		r.Counts.SendfileBytes, r.Counts.SpliceBytes, r.Counts.WriteBytes, r.Counts.SocketWriteBytes, r.Counts.FileWriteBytes, r.Counts.GoneWriteBytes)
+	fmt.Printf("  method: %s\n", r.Counts.Method)
+	if r.FallbackReason != "" {
+		fmt.Printf("  (fexit unavailable: %s)\n", r.FallbackReason)
+	}
 	return nil
 }
