@@ -33,31 +33,39 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 		return Region{}, ErrOffsetOutOfRange // deleted by retention meanwhile
 	}
 	s := segs.segs[i]
-	end := s.size.Load() // final: limit lies in a later segment
+	end, endOff := s.size.Load(), int64(-1) // final: limit lies in a later segment
 	if limit.base == s.base {
-		end = limit.pos
+		end, endOff = limit.pos, limit.off
 	}
-	return s.read(offset, end, int64(maxBytes))
+	return s.read(offset, end, endOff, int64(maxBytes))
 }
 
 // read returns the region from the batch holding offset up to maxBytes,
-// cut at a batch boundary no later than end.
-func (s *segment) read(offset, end, maxBytes int64) (Region, error) {
-	start, firstEnd, err := s.findBatch(offset, end)
-	if err == errBeyondEnd {
-		return Region{}, nil // offset's batch is not wholly below the limit yet
-	}
-	if err != nil {
-		return Region{}, err
-	}
-	stop := end
-	if start+maxBytes < end {
-		stop = firstEnd // KIP-74: the first batch whole even if larger than maxBytes
-		if start+maxBytes > firstEnd {
-			if stop, err = s.boundaryBefore(start+maxBytes, firstEnd, end); err != nil {
-				return Region{}, err
-			}
+// cut at a batch boundary no later than end (where offset endOff starts, if
+// known). In the common case of a consumer continuing where its last fetch
+// stopped, the start is a remembered boundary and, if everything up to the
+// limit fits in maxBytes, no file access at all is needed.
+func (s *segment) read(offset, end, endOff, maxBytes int64) (Region, error) {
+	start, ok := s.boundary(offset)
+	if !ok || start >= end {
+		var err error
+		if start, _, err = s.findBatch(offset, end); err == errBeyondEnd {
+			return Region{}, nil // offset's batch is not wholly below the limit yet
+		} else if err != nil {
+			return Region{}, err
 		}
+	}
+	stop, stopOff := end, endOff
+	if start+maxBytes < end {
+		// Cut at the last boundary within maxBytes, but keep the first
+		// batch whole even if it is larger (KIP-74).
+		var err error
+		if stop, stopOff, err = s.boundaryBefore(start+maxBytes, start, end); err != nil {
+			return Region{}, err
+		}
+	}
+	if stopOff >= 0 {
+		s.rememberBoundary(stopOff, stop)
 	}
 	return Region{File: s.log, Pos: start, Len: stop - start}, nil
 }

@@ -67,10 +67,14 @@ func nextBatch(h []byte, pos, end int64) (int64, error) {
 }
 
 // findBatch returns the position of the batch holding offset and the
-// position just after it, scanning headers forward from the index hint. end
-// is the committed end of the segment for this read.
+// position just after it, scanning headers forward from the index hint (or
+// from a remembered batch boundary). end is the committed end of the
+// segment for this read.
 func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 	pos = s.indexLookup(offset)
+	if p, ok := s.boundary(offset); ok && p < end {
+		pos = p
+	}
 	r := newHeaderReader(s.log)
 	defer r.close()
 	for pos < end {
@@ -89,32 +93,72 @@ func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 	return 0, 0, errBeyondEnd
 }
 
+// boundaryHints is the number of remembered batch boundaries per segment.
+const boundaryHints = 8
+
+// rememberBoundary records that the batch at pos starts with offset. Reads
+// remember where they stopped, because a consumer's next fetch starts
+// exactly there; the next Read then needs no header scan to find its start.
+func (s *segment) rememberBoundary(offset, pos int64) {
+	rel := offset - s.base
+	if rel < 0 || rel > maxRel || pos > maxRel {
+		return
+	}
+	v := uint64(rel)<<32 | uint64(pos)
+	if h := &s.hints[rel%boundaryHints]; h.Load() != v {
+		h.Store(v)
+	}
+}
+
+// boundary returns the position of the batch starting with offset if it is
+// remembered. A hint is one atomic word holding (relative offset, position),
+// so it is never torn; the zero word says that offset base starts at 0,
+// which is true of every segment.
+func (s *segment) boundary(offset int64) (int64, bool) {
+	rel := offset - s.base
+	if rel < 0 || rel > maxRel {
+		return 0, false
+	}
+	v := s.hints[rel%boundaryHints].Load()
+	if int64(v>>32) != rel {
+		return 0, false
+	}
+	return int64(v & maxRel), true
+}
+
 // errBeyondEnd says the batch holding an offset does not start before the
 // end the search was limited to (e.g. the high watermark is inside it).
 var errBeyondEnd = errors.New("storage: offset beyond read limit")
 
-// boundaryBefore returns the largest batch boundary <= target, given that
-// lo <= target is a boundary. The index finds a boundary close below target
-// so only a short stretch is scanned.
-func (s *segment) boundaryBefore(target, lo, end int64) (int64, error) {
-	pos := max(lo, s.indexLookupPos(target))
+// boundaryBefore returns the largest batch boundary <= target that is
+// after the batch at first, and the offset that starts there. The index
+// finds a boundary close below target so only a short stretch is scanned.
+func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, err error) {
 	r := newHeaderReader(s.log)
 	defer r.close()
+	h, err := r.header(first, end)
+	if err != nil {
+		return 0, 0, err
+	}
+	if pos, err = nextBatch(h, first, end); err != nil || pos > target {
+		return pos, batchBaseOffset(h) + batchLastOffsetDelta(h) + 1, err
+	}
+	pos = max(pos, s.indexLookupPos(target))
 	for pos < end {
 		h, err := r.header(pos, end)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		next, err := nextBatch(h, pos, end)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if next > target {
-			return pos, nil
+			return pos, batchBaseOffset(h), nil
 		}
 		pos = next
 	}
-	return end, nil
+	return end, -1, nil
 }
 
 // indexLookup is the position to start scanning for offset.

@@ -39,6 +39,9 @@ type segment struct {
 
 	ix segIndex
 
+	// hints remember batch boundaries where reads stopped; see boundary.
+	hints [boundaryHints]atomic.Uint64
+
 	dir string
 	log *os.File // open for the segment's whole life (Regions point at it)
 
