@@ -132,8 +132,6 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 	return false
 }
 
-const attrTransactional = 0x10
-
 // shapeResponse sizes the pooled response like req, every partition
 // defaulted to "failed, no offsets" as Kafka answers errors.
 func (s *produceScratch) shapeResponse(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {

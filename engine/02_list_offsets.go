@@ -183,8 +183,6 @@ func findRecord(l *storage.Log, offset int64, match func(h *storage.BatchHeader,
 	return res, nil
 }
 
-const attrLogAppendTime = 0x08
-
 // readOneBatch reads the whole batch holding offset into memory (nil if
 // offset is at the end of what is readable).
 func readOneBatch(l *storage.Log, offset int64) ([]byte, storage.BatchHeader, error) {

@@ -14,6 +14,12 @@ import (
 
 var errBadRecord = errors.New("malformed record in batch")
 
+// Batch attribute bits the engine looks at (bits 0-2 are the codec).
+const (
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+)
+
 // recordInfo is what the broker needs from one record.
 type recordInfo struct {
 	OffsetDelta    int32
