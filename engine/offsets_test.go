@@ -61,8 +61,10 @@ func TestOffsetsTopicCreatedCompacted(t *testing.T) {
 	if topic == nil || !topic.Internal || len(topic.Partitions()) != int(tb.Config.OffsetsTopicPartitions) {
 		t.Fatalf("offsets topic: %+v", topic)
 	}
-	if !topic.Settings().Log.Compact || topic.Settings().Log.SegmentBytes != tb.Config.OffsetsTopicSegmentBytes {
-		t.Fatalf("offsets topic settings: %+v", topic.Settings().Log)
+	// Compacted, and never trimmed by age or size: offsets of an idle
+	// group must outlive log.retention.ms.
+	if l := topic.Settings().Log; !l.Compact || l.SegmentBytes != tb.Config.OffsetsTopicSegmentBytes || l.RetentionMs != -1 || l.RetentionBytes != -1 {
+		t.Fatalf("offsets topic settings: %+v", l)
 	}
 	configs, err := tb.Admin(t).DescribeTopicConfigs(groupCtx(t), offsetsTopicName)
 	if err != nil {

@@ -118,6 +118,11 @@ func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 			k.apply(&s, v)
 		}
 	}
+	// cleanup.policy=compact alone never deletes by age or size in Kafka
+	// (__consumer_offsets relies on it); storage only knows retention.
+	if p, ok := overrides["cleanup.policy"]; ok && !strings.Contains(p, "delete") {
+		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
+	}
 	return s
 }
 
