@@ -10,10 +10,7 @@ package engine
 // authorized operations, when asked for, are every group operation (READ,
 // DELETE, DESCRIBE): Sluice has no ACLs.
 
-import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 func init() { register(kmsg.DescribeGroups, 0, 5, (*Broker).handleDescribeGroups) }
 
@@ -39,10 +36,7 @@ func (c *groupCoordinator) describe(name string) kmsg.DescribeGroupsResponseGrou
 	d.Group = name
 	d.State = groupDead.String()
 	d.Members = []kmsg.DescribeGroupsResponseGroupMember{}
-	if name == "" {
-		d.ErrorCode = kerr.InvalidGroupID.Code
-		return d
-	}
+	// "" is a valid name here: commits may use it (as in Kafka).
 	g := c.lockGroup(name, false)
 	if g == nil {
 		return d
