@@ -226,7 +226,7 @@ func (rep *Report) zeroCopyMarkdown() string {
 	}
 	var b strings.Builder
 	b.WriteString("### Zero-copy\n\n")
-	b.WriteString("`tools/zcprobe` (eBPF, programs assembled in Go with cilium/ebpf's `asm`) traced each broker process during the read phase of the catch-up workloads and counted bytes put on sockets by `sendfile`/`splice` (zero-copy) against bytes written from user memory (`write`/`writev`/`sendto`/`sendmsg` on socket fds). Fraction = zero-copy ÷ all; the byte columns add up every round.\n\n")
+	b.WriteString("`tools/zcprobe` (eBPF, programs assembled in Go with cilium/ebpf's `asm`) traced each broker process during the read phase of the catch-up workloads and counted bytes put on sockets by `sendfile`/`splice` (zero-copy) against bytes written from user memory (`write`/`writev`/`sendto`/`sendmsg` on socket fds, and io_uring SEND/SENDMSG/WRITE operations). Fraction = zero-copy ÷ all; the byte columns add up every round. Where the kernel lets BPF trampolines load, the probe counts at `tcp_sendmsg` (fexit) instead, which is exact; otherwise it uses syscall and io_uring tracepoints filtered by tgid, with fds sorted into sockets and files from `/proc/PID/fd` (see `tools/zcprobe`).\n\n")
 	writeTable(&b, []string{"workload", "broker", "zero-copy fraction", "zero-copy bytes", "copied bytes", "method"}, rows)
 	return b.String()
 }

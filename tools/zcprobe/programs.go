@@ -186,3 +186,84 @@ func exitWrite(tgid int32, pending, fdBytes, counters *ebpf.Map) asm.Instruction
 	insns = append(insns, addR8(counters)...)
 	return append(insns, epilogue()...)
 }
+
+// io_uring opcodes (enum io_uring_op) whose bytes the probe counts.
+const (
+	opWritev     = 2
+	opWriteFixed = 5
+	opSendmsg    = 9
+	opWrite      = 23
+	opSend       = 26
+	opSplice     = 30
+	opSendZC     = 47
+	opSendmsgZC  = 48
+)
+
+// Offsets into the io_uring tracepoints' records.
+const (
+	uringReq    = 16 // void *req, both tracepoints
+	uringOpcode = 32 // u8 opcode, io_uring_submit_req
+	uringRes    = 32 // int res, io_uring_complete
+)
+
+// uringSubmit remembers, per request, the counter slot of a send, write or
+// splice the traced process submits to an io_uring. Stack: fp-8 the slot,
+// fp-16 the request pointer.
+func uringSubmit(tgid int32, reqs *ebpf.Map) asm.Instructions {
+	insns := prologue(tgid)
+	insns = append(insns,
+		asm.LoadMem(asm.R8, asm.R6, uringOpcode, asm.Byte),
+		asm.Mov.Imm(asm.R9, slotURingSend),
+		asm.JEq.Imm(asm.R8, opSend, "keep"),
+		asm.JEq.Imm(asm.R8, opSendmsg, "keep"),
+		asm.Mov.Imm(asm.R9, slotURingWrite),
+		asm.JEq.Imm(asm.R8, opWrite, "keep"),
+		asm.JEq.Imm(asm.R8, opWritev, "keep"),
+		asm.JEq.Imm(asm.R8, opWriteFixed, "keep"),
+		asm.Mov.Imm(asm.R9, slotURingSplice),
+		asm.JEq.Imm(asm.R8, opSplice, "keep"),
+		asm.Mov.Imm(asm.R9, slotURingSendZC),
+		asm.JEq.Imm(asm.R8, opSendZC, "keep"),
+		asm.JEq.Imm(asm.R8, opSendmsgZC, "keep"),
+		asm.Ja.Label("out"),
+		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word).WithSymbol("keep"),
+		asm.LoadMem(asm.R1, asm.R6, uringReq, asm.DWord),
+		asm.StoreMem(asm.RFP, -16, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, reqs.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -8),
+		asm.Mov.Imm(asm.R4, 0), // BPF_ANY
+		asm.FnMapUpdateElem.Call(),
+	)
+	return append(insns, epilogue()...)
+}
+
+// uringComplete adds a positive result of a remembered request to its
+// slot. It does not filter by process: completions may be posted from
+// another task's context, and only the traced process's requests are in
+// reqs.
+func uringComplete(reqs, counters *ebpf.Map) asm.Instructions {
+	insns := asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.LoadMem(asm.R1, asm.R6, uringReq, asm.DWord),
+		asm.StoreMem(asm.RFP, -16, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, reqs.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.LoadMem(asm.R9, asm.R0, 0, asm.Word),
+		asm.LoadMapPtr(asm.R1, reqs.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -16),
+		asm.FnMapDeleteElem.Call(),
+		asm.LoadMem(asm.R8, asm.R6, uringRes, asm.Word),
+		asm.LSh.Imm(asm.R8, 32),
+		asm.ArSh.Imm(asm.R8, 32),
+		asm.JSLE.Imm(asm.R8, 0, "out"),
+	}
+	insns = append(insns, addR8(counters)...)
+	return append(insns, epilogue()...)
+}

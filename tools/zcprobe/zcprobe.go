@@ -24,7 +24,9 @@
 // /proc/<pid>/fd every 100 ms to sort fds into sockets and files, since a
 // tracepoint cannot tell a socket write from a segment-file write. Bytes on
 // an fd closed before it was sampled count as socket bytes (the
-// conservative side). The fallback sees nothing that io_uring issues. Which
+// conservative side). io_uring operations issue no syscalls: the tracepoints
+// io_uring_submit_req (opcode, by tgid) and io_uring_complete (result) count
+// SEND/SENDMSG and WRITE* as copied, SPLICE and SEND_ZC as zero-copy. Which
 // method ran is in Counts.Method.
 //
 // BPF programs are assembled in Go with cilium/ebpf's asm package; no C
@@ -54,13 +56,17 @@ const (
 	slotSendfile           // sendfile64 return values
 	slotSplice             // splice return values
 	slotWrites             // write, writev, sendto, sendmsg return values (any fd)
+	slotURingSend          // io_uring SEND, SENDMSG results
+	slotURingWrite         // io_uring WRITE, WRITEV, WRITE_FIXED results (any fd)
+	slotURingSplice        // io_uring SPLICE results
+	slotURingSendZC        // io_uring SEND_ZC, SENDMSG_ZC results
 	numSlots
 )
 
 // Methods reported in Counts.Method.
 const (
 	MethodTCP      = "fexit tcp_sendmsg, split by a splice-path flag (sendfile64/splice tracepoints, splice_to_socket fentry/fexit)"
-	MethodSyscalls = "syscall tracepoints: sendfile64+splice bytes vs write/writev/sendto/sendmsg bytes on socket fds"
+	MethodSyscalls = "tracepoints: sendfile64/splice (+io_uring SPLICE, SEND_ZC) bytes vs write/writev/sendto/sendmsg on socket fds (+io_uring SEND*, WRITE*)"
 )
 
 // sampleEvery is how often fds are sorted into sockets and files.
@@ -82,6 +88,12 @@ type Counts struct {
 	SocketWriteBytes uint64 `json:"socket_write_bytes"`
 	FileWriteBytes   uint64 `json:"file_write_bytes"`
 	GoneWriteBytes   uint64 `json:"closed_fd_write_bytes"` // fd closed before it was sorted
+	// io_uring operations the process submitted (tracepoints
+	// io_uring:io_uring_submit_req and io_uring_complete).
+	URingSendBytes   uint64 `json:"io_uring_send_bytes"`
+	URingWriteBytes  uint64 `json:"io_uring_write_bytes"` // any fd
+	URingSpliceBytes uint64 `json:"io_uring_splice_bytes"`
+	URingSendZCBytes uint64 `json:"io_uring_send_zc_bytes"`
 	Method           string `json:"method"`
 }
 
@@ -96,6 +108,10 @@ func (c Counts) Sub(prev Counts) Counts {
 		SocketWriteBytes: c.SocketWriteBytes - prev.SocketWriteBytes,
 		FileWriteBytes:   c.FileWriteBytes - prev.FileWriteBytes,
 		GoneWriteBytes:   c.GoneWriteBytes - prev.GoneWriteBytes,
+		URingSendBytes:   c.URingSendBytes - prev.URingSendBytes,
+		URingWriteBytes:  c.URingWriteBytes - prev.URingWriteBytes,
+		URingSpliceBytes: c.URingSpliceBytes - prev.URingSpliceBytes,
+		URingSendZCBytes: c.URingSendZCBytes - prev.URingSendZCBytes,
 		Method:           c.Method,
 	}
 }
@@ -105,15 +121,17 @@ func (c Counts) ZeroCopyBytes() uint64 {
 	if c.Method == MethodTCP {
 		return c.TCPZeroCopyBytes
 	}
-	return c.SendfileBytes + c.SpliceBytes
+	return c.SendfileBytes + c.SpliceBytes + c.URingSpliceBytes + c.URingSendZCBytes
 }
 
-// CopiedBytes is what went to sockets from user memory.
+// CopiedBytes is what went to sockets from user memory. The syscall method
+// cannot tell which fd an io_uring write went to, and counts it here: the
+// conservative side.
 func (c Counts) CopiedBytes() uint64 {
 	if c.Method == MethodTCP {
 		return c.TCPCopiedBytes
 	}
-	return c.SocketWriteBytes + c.GoneWriteBytes
+	return c.SocketWriteBytes + c.GoneWriteBytes + c.URingSendBytes + c.URingWriteBytes
 }
 
 // Fraction is zero-copy bytes over all bytes sent to sockets, or 0 if none
@@ -136,8 +154,10 @@ type Probe struct {
 	flags    *ebpf.Map // tid → on the splice path
 	pending  *ebpf.Map // tid → fd of the write-family syscall in flight
 	fdBytes  *ebpf.Map // fd → write-family bytes
+	reqs     *ebpf.Map // io_uring request → counter slot
 	progs    []*ebpf.Program
 	links    []link.Link
+	attached []string // what the links are on, for tests and reports
 
 	stop chan struct{}
 	done chan struct{}
@@ -187,6 +207,7 @@ func (p *Probe) attach() error {
 	p.flags = newMap("zc_splicing", ebpf.Hash, 4, 4, 16384)
 	p.pending = newMap("zc_pending", ebpf.Hash, 4, 4, 16384)
 	p.fdBytes = newMap("zc_fd_bytes", ebpf.Hash, 4, 8, 65536)
+	p.reqs = newMap("zc_uring_reqs", ebpf.Hash, 8, 4, 65536)
 	if err != nil {
 		return fmt.Errorf("zcprobe: create map: %w", err)
 	}
@@ -210,6 +231,11 @@ func (p *Probe) attach() error {
 			return err
 		}
 	}
+	// io_uring issues no syscall per operation; its own tracepoints
+	// exist on kernels built with them.
+	if err := p.tracepointIn("io_uring", "io_uring_submit_req", uringSubmit(tgid, p.reqs)); err == nil {
+		_ = p.tracepointIn("io_uring", "io_uring_complete", uringComplete(p.reqs, p.counters))
+	}
 	p.method = MethodSyscalls
 	if err := p.tracing("tcp_sendmsg", ebpf.AttachTraceFExit, tcpSendmsgExit(tgid, p.flags, p.counters)); err != nil {
 		p.fallback = err.Error()
@@ -225,16 +251,21 @@ func (p *Probe) attach() error {
 }
 
 func (p *Probe) tracepoint(name string, insns asm.Instructions) error {
+	return p.tracepointIn("syscalls", name, insns)
+}
+
+func (p *Probe) tracepointIn(group, name string, insns asm.Instructions) error {
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName(name), Type: ebpf.TracePoint, License: "GPL", Instructions: insns})
 	if err != nil {
 		return fmt.Errorf("zcprobe: load %s: %w", name, err)
 	}
 	p.progs = append(p.progs, prog)
-	l, err := link.Tracepoint("syscalls", name, prog, nil)
+	l, err := link.Tracepoint(group, name, prog, nil)
 	if err != nil {
-		return fmt.Errorf("zcprobe: attach syscalls:%s: %w", name, err)
+		return fmt.Errorf("zcprobe: attach %s:%s: %w", group, name, err)
 	}
 	p.links = append(p.links, l)
+	p.attached = append(p.attached, group+":"+name)
 	return nil
 }
 
@@ -249,6 +280,7 @@ func (p *Probe) tracing(fn string, at ebpf.AttachType, insns asm.Instructions) e
 		return fmt.Errorf("zcprobe: attach %s %s: %w", at, fn, err)
 	}
 	p.links = append(p.links, l)
+	p.attached = append(p.attached, at.String()+":"+fn)
 	return nil
 }
 
@@ -322,6 +354,10 @@ func (p *Probe) Counts() (Counts, error) {
 		SocketWriteBytes: p.mu.socket,
 		FileWriteBytes:   p.mu.file,
 		GoneWriteBytes:   p.mu.closed,
+		URingSendBytes:   v[slotURingSend],
+		URingWriteBytes:  v[slotURingWrite],
+		URingSpliceBytes: v[slotURingSplice],
+		URingSendZCBytes: v[slotURingSendZC],
 		Method:           p.method,
 	}, nil
 }
@@ -329,6 +365,9 @@ func (p *Probe) Counts() (Counts, error) {
 // Method says how bytes are being told apart, and if that is the syscall
 // fallback, why.
 func (p *Probe) Method() (method, fallbackReason string) { return p.method, p.fallback }
+
+// Attached lists the tracepoints and functions the probe is attached to.
+func (p *Probe) Attached() []string { return append([]string(nil), p.attached...) }
 
 // Close detaches everything.
 func (p *Probe) Close() error {
@@ -345,7 +384,7 @@ func (p *Probe) Close() error {
 	for _, pr := range p.progs {
 		pr.Close()
 	}
-	for _, m := range []*ebpf.Map{p.counters, p.flags, p.pending, p.fdBytes} {
+	for _, m := range []*ebpf.Map{p.counters, p.flags, p.pending, p.fdBytes, p.reqs} {
 		if m != nil {
 			m.Close()
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,12 @@ func TestCountsSendfileApartFromWrites(t *testing.T) {
 		t.Skipf("BPF unavailable here: %v", err)
 	}
 	defer p.Close()
+	t.Logf("attached: %v", p.Attached())
+	if _, err := os.Stat("/sys/kernel/tracing/events/io_uring/io_uring_complete"); err == nil {
+		if !slices.Contains(p.Attached(), "io_uring:io_uring_complete") {
+			t.Errorf("io_uring tracepoints exist but were not attached")
+		}
+	}
 
 	const fileBytes, memBytes = 4 << 20, 1 << 20
 	path := filepath.Join(t.TempDir(), "seg")
