@@ -108,13 +108,13 @@ func newJoinParams(r *Request, req *kmsg.JoinGroupRequest) joinParams {
 	return p
 }
 
-func (p *joinParams) newMember(id string) *member {
-	m := &member{id: id, instanceID: p.instanceID}
+func (p *joinParams) newMember(id string) *groupMember {
+	m := &groupMember{id: id, instanceID: p.instanceID}
 	p.applyTo(m)
 	return m
 }
 
-func (p *joinParams) applyTo(m *member) {
+func (p *joinParams) applyTo(m *groupMember) {
 	m.clientID = p.clientID
 	m.clientHost = p.clientHost
 	m.session = p.session
@@ -235,7 +235,7 @@ func (g *group) addPending(id string, session time.Duration) {
 // replaceStatic gives a static member's instance to a new member id: the
 // old incarnation is fenced and the new one takes its place, its
 // assignment and, if it led, its leadership.
-func (g *group) replaceStatic(r *Request, m *member, p joinParams) {
+func (g *group) replaceStatic(r *Request, m *groupMember, p joinParams) {
 	oldLeader := g.leader
 	g.failParked(m, kerr.FencedInstanceID.Code)
 	delete(g.members, m.id)

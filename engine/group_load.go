@@ -142,7 +142,7 @@ func (g *group) restore(v *kmsg.GroupMetadataValue) {
 		g.stateSince = time.UnixMilli(v.CurrentStateTimestamp)
 	}
 	for _, vm := range v.Members {
-		m := &member{
+		m := &groupMember{
 			id: vm.MemberID, clientID: vm.ClientID, clientHost: vm.ClientHost,
 			session:    msDuration(vm.SessionTimeoutMillis),
 			rebalance:  msDuration(vm.RebalanceTimeoutMillis),

@@ -2,12 +2,14 @@ package engine
 
 // One classic group's state machine, as Kafka's coordinator runs it:
 //
-//	Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance
-//	  ▲                 ▲        │                                   │ leader's SyncGroup
-//	  │                 │        └──no members left──▶ Empty         ▼
-//	  │                 └──join, leave, expiry, leader rejoin──── Stable
-//	  └──(last member gone: next generation is Empty)
-//	Empty ──delete / all offsets expired──▶ Dead (removed)
+//	        join (initial delay)             all rejoined, or rebalance timeout
+//	Empty ───────────────────▶ PreparingRebalance ─────────────────▶ CompletingRebalance
+//	  ▲                           ▲        │ nobody left                 │ leader's SyncGroup
+//	  │                           │        ▼                             ▼
+//	  │                           │   Empty (next generation)          Stable
+//	  │                           └──── join, leave, expiry, leader rejoin ┘
+//	  │
+//	Empty ── DeleteGroups, or all offsets expired ──▶ Dead (removed from the coordinator)
 //
 // Timers, never a polling loop: each member has a session timer that fires
 // at its deadline (heartbeats only move the deadline; the timer re-arms
@@ -69,7 +71,7 @@ type group struct {
 	protocol string
 	// leader is a member id. Invariant: leader == "" iff len(members) == 0.
 	leader  string
-	members map[string]*member
+	members map[string]*groupMember
 	// static maps group.instance.id to the member id that holds it.
 	// Invariant: static[id] == m.id iff m.instanceID == id.
 	static map[string]string
@@ -97,8 +99,8 @@ type group struct {
 	out []groupReply // responses to send once mu is released
 }
 
-// member is one member of a group.
-type member struct {
+// groupMember is one member of a group.
+type groupMember struct {
 	id         string
 	instanceID string // group.instance.id; "" for dynamic members
 	clientID   string
@@ -135,7 +137,7 @@ func newGroup(c *groupCoordinator, name string, now time.Time) *group {
 	return &group{
 		c: c, name: name, part: c.partitionFor(name),
 		state: groupEmpty, stateSince: now,
-		members: map[string]*member{}, static: map[string]string{},
+		members: map[string]*groupMember{}, static: map[string]string{},
 		pending: map[string]*time.Timer{}, offsets: map[offsetTP]*committedOffset{},
 	}
 }
@@ -190,7 +192,7 @@ func (g *group) unload() {
 }
 
 // failParked answers the member's parked JoinGroup and SyncGroup with code.
-func (g *group) failParked(m *member, code int16) {
+func (g *group) failParked(m *groupMember, code int16) {
 	if m.join != nil {
 		g.replyJoinError(m.join, code, m.id)
 		m.join = nil
@@ -236,7 +238,7 @@ func (g *group) onTimer(seq uint64) {
 // touch restarts the member's session. A later deadline only moves the
 // deadline (the timer re-arms itself for the remainder when it fires), so
 // heartbeats cost no timer operation; an earlier one re-arms the timer.
-func (g *group) touch(m *member, d time.Duration) {
+func (g *group) touch(m *groupMember, d time.Duration) {
 	m.deadline = time.Now().Add(d)
 	switch {
 	case m.timer == nil:
@@ -248,7 +250,7 @@ func (g *group) touch(m *member, d time.Duration) {
 	}
 }
 
-func (g *group) onSessionTimer(m *member) {
+func (g *group) onSessionTimer(m *groupMember) {
 	g.mu.Lock()
 	defer g.unlock()
 	if g.state == groupDead || g.members[m.id] != m {
@@ -298,7 +300,7 @@ func (g *group) allJoined() bool {
 // supportsProtocols reports whether a member (self, nil if new) with
 // protocolType and protocols can be part of the group: the type matches and
 // at least one protocol is supported by every other member.
-func (g *group) supportsProtocols(self *member, protocolType string, protocols []kmsg.JoinGroupRequestProtocol) bool {
+func (g *group) supportsProtocols(self *groupMember, protocolType string, protocols []kmsg.JoinGroupRequestProtocol) bool {
 	if protocolType == "" || len(protocols) == 0 {
 		return false
 	}
@@ -326,13 +328,13 @@ func (g *group) supportsProtocols(self *member, protocolType string, protocols [
 	return false
 }
 
-func (m *member) supports(name string) bool {
+func (m *groupMember) supports(name string) bool {
 	return m.metadataFor(name) != nil
 }
 
 // metadataFor returns the member's metadata for a protocol, nil if the
 // member does not support it (an empty metadata is a non-nil empty slice).
-func (m *member) metadataFor(name string) []byte {
+func (m *groupMember) metadataFor(name string) []byte {
 	for _, p := range m.protocols {
 		if p.Name == name {
 			if p.Metadata == nil {
@@ -346,7 +348,7 @@ func (m *member) metadataFor(name string) []byte {
 
 // sameProtocols reports whether a rejoin carries exactly the member's
 // current protocols and metadata (then it changes nothing).
-func (m *member) sameProtocols(ps []kmsg.JoinGroupRequestProtocol) bool {
+func (m *groupMember) sameProtocols(ps []kmsg.JoinGroupRequestProtocol) bool {
 	if len(ps) != len(m.protocols) {
 		return false
 	}
@@ -391,8 +393,8 @@ func (g *group) allSupport(name string) bool {
 
 // sortedMembers returns the members ordered by id (a stable order for
 // responses and records).
-func (g *group) sortedMembers() []*member {
-	ms := make([]*member, 0, len(g.members))
+func (g *group) sortedMembers() []*groupMember {
+	ms := make([]*groupMember, 0, len(g.members))
 	for _, m := range g.members {
 		ms = append(ms, m)
 	}
@@ -401,7 +403,7 @@ func (g *group) sortedMembers() []*member {
 }
 
 // addMember puts a new member in the group and starts a rebalance.
-func (g *group) addMember(m *member, r *Request) {
+func (g *group) addMember(m *groupMember, r *Request) {
 	if len(g.members) == 0 {
 		g.protocolType = r.Msg.(*kmsg.JoinGroupRequest).ProtocolType
 		g.subscribed = nil
@@ -422,7 +424,7 @@ func (g *group) addMember(m *member, r *Request) {
 }
 
 // updateMember records a known member's rejoin and (re)starts a rebalance.
-func (g *group) updateMember(m *member, r *Request, p joinParams) {
+func (g *group) updateMember(m *groupMember, r *Request, p joinParams) {
 	p.applyTo(m)
 	g.park(m, r)
 	g.maybePrepareRebalance()
@@ -432,7 +434,7 @@ func (g *group) updateMember(m *member, r *Request, p joinParams) {
 // park makes r the member's JoinGroup awaiting the end of the join phase.
 // A JoinGroup it supersedes (the member retried on another connection) is
 // told to rejoin.
-func (g *group) park(m *member, r *Request) {
+func (g *group) park(m *groupMember, r *Request) {
 	if m.join != nil {
 		g.replyJoinError(m.join, kerr.RebalanceInProgress.Code, m.id)
 	}
@@ -440,7 +442,7 @@ func (g *group) park(m *member, r *Request) {
 }
 
 // removeMember takes m out of the group, answering its parked requests.
-func (g *group) removeMember(m *member) {
+func (g *group) removeMember(m *groupMember) {
 	g.failParked(m, kerr.UnknownMemberID.Code)
 	if m.timer != nil {
 		m.timer.Stop()
@@ -458,7 +460,7 @@ func (g *group) removeMember(m *member) {
 }
 
 // removeMemberAndUpdate removes m (leave, expiry) and moves the group on.
-func (g *group) removeMemberAndUpdate(m *member) {
+func (g *group) removeMemberAndUpdate(m *groupMember) {
 	g.removeMember(m)
 	switch g.state {
 	case groupStable, groupCompletingRebalance:
@@ -643,7 +645,7 @@ func (g *group) computeSubscribed() map[string]bool {
 
 // ---- responses ----
 
-func (g *group) replyJoin(r *Request, m *member, withMembers bool, leader string) {
+func (g *group) replyJoin(r *Request, m *groupMember, withMembers bool, leader string) {
 	resp := r.Msg.(*kmsg.JoinGroupRequest).ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.Generation = g.generation
 	resp.ProtocolType = kmsg.StringPtr(g.protocolType)
