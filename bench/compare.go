@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -584,4 +585,37 @@ func median(vs []float64) float64 {
 	} else {
 		return (s[n/2-1] + s[n/2]) / 2
 	}
+}
+
+// ReportMain is `sluice bench report`: re-renders BENCHMARKS.md's section
+// and the charts from a saved --json report, without running anything.
+func ReportMain(args []string) error {
+	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
+	in := fs.String("json", "", "report written by compare --json")
+	md := fs.String("markdown", "", "update this BENCHMARKS.md's generated section")
+	charts := fs.String("charts", "", "write SVG charts into this directory")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	raw, err := os.ReadFile(*in)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("%s: %w", *in, err)
+	}
+	rep.WriteSummary(os.Stdout)
+	if *charts != "" {
+		if err := rep.WriteCharts(*charts); err != nil {
+			return err
+		}
+	}
+	if *md != "" {
+		return rep.UpdateMarkdown(*md, *charts)
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 //	sluice bench limits [flags]          the machine's loopback sendfile and write limits
 //	sluice bench kfake [flags]           serve franz-go's kfake broker (a comparison helper)
 //	sluice bench zcprobe [flags]         count a process's zero-copy vs copied socket bytes (eBPF, root)
+//	sluice bench report [flags]          re-render BENCHMARKS.md and charts from a saved compare --json
 func benchCmd(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -36,6 +37,8 @@ func benchCmd(args []string) error {
 			return bench.KfakeMain(ctx, args[1:])
 		case "zcprobe":
 			return benchZCProbe(ctx, args[1:])
+		case "report":
+			return bench.ReportMain(args[1:])
 		}
 	}
 	return benchRun(ctx, args)
@@ -45,7 +48,7 @@ func benchRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice bench [flags]
-       sluice bench compare|compare-kfake|limits|kfake|zcprobe [flags]
+       sluice bench compare|compare-kfake|limits|kfake|zcprobe|report [flags]
 
 Produces and consumes through franz-go against any Kafka-compatible broker and
 reports throughput and produce-ack / end-to-end latency percentiles.
