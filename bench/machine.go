@@ -2,10 +2,13 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -33,7 +36,9 @@ func DescribeMachine(java string) MachineInfo {
 		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])
 	}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	m.MemTotal = procField("/proc/meminfo", "MemTotal")
+	if kb, err := strconv.ParseInt(strings.TrimSuffix(procField("/proc/meminfo", "MemTotal"), " kB"), 10, 64); err == nil {
+		m.MemTotal = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+	}
 	if out, err := exec.Command(java, "-version").CombinedOutput(); err == nil {
 		m.JavaVersion = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
 	}
@@ -61,9 +66,12 @@ func DescribeMachine(java string) MachineInfo {
 			m.Commit = rev + dirty
 		}
 	}
-	if m.Commit == "" {
+	if m.Commit == "" { // built with -buildvcs=false: ask git in the working directory
 		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
 			m.Commit = strings.TrimSpace(string(out))
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+				m.Commit += " (with uncommitted changes)"
+			}
 		}
 	}
 	return m

@@ -126,6 +126,9 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 		fmt.Fprintf(&b, "#### %s\n\n", w.Title)
 		fmt.Fprintf(&b, "`sluice bench %s`\n\n", benchFlags(w.Config))
 		writeTable(&b, h, rows)
+		if strings.HasPrefix(w.Name, "produce-") {
+			b.WriteString("Produce-ack latency at full throughput is mostly time spent queued in the client (franz-go buffers up to 10,000 records), so it says little about the broker; the fixed-rate workload below is the latency figure.\n\n")
+		}
 		if l := rep.Limits; l != nil && (w.Name == "raw-fetch" || w.Name == "catch-up") {
 			b.WriteString("Fractions of the loopback sendfile limit: ")
 			var parts []string
