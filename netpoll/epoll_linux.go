@@ -37,12 +37,13 @@ type epollLoop struct {
 	events  []unix.EpollEvent
 	scratch []byte
 	sfOff   int64 // sendfile's offset argument, off the stack
+	read    func(fd int, b []byte) (int, error) // unix.Read; a fake in fuzz tests
 	hand    []handoff
 	share   map[int]bool // listening fd → hands connections off
 }
 
 func newEpollLoop(s *loopServer, id int) (eventLoop, error) {
-	l := &epollLoop{epfd: -1, share: map[int]bool{}}
+	l := &epollLoop{epfd: -1, share: map[int]bool{}, read: unix.Read}
 	if err := l.init(s, id); err != nil {
 		return nil, err
 	}
@@ -267,7 +268,7 @@ func (l *epollLoop) nextFrame(c *conn) (*[]byte, error) {
 		if space := c.in.bodySpace(); len(space) >= len(l.scratch) {
 			buf, direct = space, true // a large body: read it in place
 		}
-		n, err := unix.Read(c.fd, buf)
+		n, err := l.read(c.fd, buf)
 		switch {
 		case err == unix.EAGAIN:
 			c.readable = false
