@@ -162,7 +162,7 @@ func TestConcurrentReadsDuringAppends(t *testing.T) {
 			}
 		}(r%2 == 0)
 	}
-	for i := 0; i < 1500; i++ {
+	for i := 0; i < 600; i++ {
 		s := spec(1+i%5, 50+i%200)
 		e := []AppendEntry{{Records: buildBatch(s)}, {Records: buildBatch(s)}}
 		if err := l.Append(e, AppendOptions{}); err != nil || e[0].Err != nil || e[1].Err != nil {

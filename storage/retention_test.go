@@ -125,7 +125,7 @@ func TestDeleteRecordsBefore(t *testing.T) {
 func TestDeletedSegmentRegionStaysValid(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetentionBytes = 0
-	cfg.FileDeleteDelayMs = 300
+	cfg.FileDeleteDelayMs = 1500
 	l, dir := retentionLog(t, cfg)
 	defer l.Close()
 	r, err := l.Read(0, 1<<20, false)
@@ -142,8 +142,13 @@ func TestDeletedSegmentRegionStaysValid(t *testing.T) {
 	if after := readRegion(t, r); string(after) != string(before) {
 		t.Fatal("region changed after delete")
 	}
-	time.Sleep(600 * time.Millisecond)
-	if _, err := os.Stat(filepath.Join(dir, segmentName(0, logSuffix+deletedSuffix))); !os.IsNotExist(err) {
-		t.Fatalf("deleted file still there: %v", err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := os.Stat(filepath.Join(dir, segmentName(0, logSuffix+deletedSuffix)))
+		if os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted file still there: %v", err)
+		}
 	}
 }
