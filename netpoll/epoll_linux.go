@@ -36,7 +36,7 @@ type epollLoop struct {
 	epfd    int
 	events  []unix.EpollEvent
 	scratch []byte
-	sfOff   int64 // sendfile's offset argument, off the stack
+	sfOff   int64                               // sendfile's offset argument, off the stack
 	read    func(fd int, b []byte) (int, error) // unix.Read; a fake in fuzz tests
 	hand    []handoff
 	share   map[int]bool // listening fd → hands connections off

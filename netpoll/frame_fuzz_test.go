@@ -140,4 +140,3 @@ func FuzzReadPaths(f *testing.F) {
 		}
 	})
 }
-
