@@ -235,7 +235,10 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		kgo.RecordDeliveryTimeout(drainTimeout),
 	}
 	if r.cfg.Acks != "all" && r.cfg.Acks != "-1" {
-		opts = append(opts, kgo.DisableIdempotentWrite())
+		// Idempotence needs acks=all. Without it franz-go keeps one
+		// produce request in flight per broker; allow the Java producer's
+		// default (and franz-go's idempotent one) of 5.
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
 	}
 	clients := make([]*kgo.Client, r.cfg.Producers)
 	closeAll := func() {
