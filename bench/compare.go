@@ -311,7 +311,15 @@ func Compare(ctx context.Context, o CompareOptions, log io.Writer) (*Report, err
 			return nil, err
 		}
 		env.workDir = d
-		defer os.RemoveAll(d)
+		defer func() {
+			for _, r := range rep.Runs {
+				if r.Err != "" {
+					fmt.Fprintln(log, "bench: some runs failed; broker logs kept in", filepath.Join(d, "logs"))
+					return
+				}
+			}
+			os.RemoveAll(d)
+		}()
 	}
 	env.logDir = filepath.Join(env.workDir, "logs")
 	if err := os.MkdirAll(env.logDir, 0o755); err != nil {
