@@ -71,6 +71,7 @@ type RunRecord struct {
 	Round      int             `json:"round"`
 	Result     *Result         `json:"result,omitempty"`
 	CPUSeconds float64         `json:"broker_cpu_seconds"` // during the measured run
+	ClientCPU  float64         `json:"client_cpu_seconds"` // the load generator's (this process's), same span
 	PeakRSS    int64           `json:"broker_peak_rss_bytes"`
 	ZeroCopy   *ZeroCopyReport `json:"zero_copy,omitempty"`
 	Err        string          `json:"error,omitempty"`
@@ -102,7 +103,7 @@ func Workloads(o CompareOptions) []Workload {
 		return c
 	}
 	all := o.Brokers
-	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "rss_mb"}
+	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "client_cpu_s", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
 	case SuiteKafka:
@@ -126,7 +127,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Mode, c.Partitions, c.Records, c.Acks = ModeCatchUp, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
-				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "rss_mb"},
+				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 			Workload{
 				Name:  "raw-fetch",
@@ -135,7 +136,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Mode, c.Partitions, c.Records, c.Acks = ModeRawFetch, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
-				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s"},
+				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s", "client_cpu_s"},
 			},
 			Workload{
 				Name:  "latency-20MBps",
@@ -440,6 +441,7 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 		rec.Err = err.Error()
 		return rec
 	}
+	selfBefore, _ := ReadProcStats(os.Getpid())
 	var probe *ZeroCopyProbe
 	if o.ZeroCopy && w.ZeroCopy {
 		if probe, err = StartZeroCopyProbe(b.addr, b.pid()); err != nil {
@@ -469,6 +471,9 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 	if after, err := ReadProcStats(b.pid()); err == nil {
 		rec.CPUSeconds = (after.CPU - before.CPU).Seconds()
 		rec.PeakRSS = after.PeakRSS
+	}
+	if selfAfter, err := ReadProcStats(os.Getpid()); err == nil {
+		rec.ClientCPU = (selfAfter.CPU - selfBefore.CPU).Seconds()
 	}
 	return rec
 }
@@ -543,6 +548,9 @@ var metricDefs = map[string]metricDef{
 	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
 	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
+	}},
+	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
 	}},
 	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *Limits) (float64, bool) {
 		return float64(r.PeakRSS) / 1e6, r.PeakRSS > 0
