@@ -434,7 +434,11 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, n int) err
 		if err == nil {
 			err = resp.Err
 		}
-		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			n = 1 // use it as it is
+			break
+		}
+		if err == nil {
 			break
 		}
 		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
