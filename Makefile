@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/sluice
 
-.PHONY: build run test test-race vet fmt clean bench-kafka bench-kfake
+.PHONY: build run test test-race vet fmt clean bench-kafka bench-kfake interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -16,6 +16,13 @@ run:
 test: vet
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -race -timeout 20m ./netpoll/... ./internal/... ./engine/...
+
+# Compatibility matrix: every Kafka client and Kafka's own tools against a
+# freshly built broker; installs the pinned clients first (interop/setup.sh),
+# writes COMPATIBILITY.md and fails naming the client, step and broker answer.
+interop:
+	bash interop/setup.sh
+	$(GO) run ./interop/driver
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)

@@ -55,7 +55,7 @@ func parseFlags() options {
 	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
 	flag.StringVar(&o.out, "out", "COMPATIBILITY.md", "matrix to write, relative to -root (empty: none)")
 	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
-	flag.StringVar(&o.logLevel, "broker-log-level", "debug", "the broker's --log-level")
+	flag.StringVar(&o.logLevel, "broker-log-level", "info", "the broker's --log-level")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}
@@ -66,7 +66,7 @@ func parseFlags() options {
 	return o
 }
 
-func run(o options) (bool, error) {
+func run(o options) (passed bool, err error) {
 	root, err := filepath.Abs(o.root)
 	if err != nil {
 		return false, err
@@ -76,6 +76,12 @@ func run(o options) (bool, error) {
 		if work, err = os.MkdirTemp("", "sluice-interop-"); err != nil {
 			return false, err
 		}
+		// Logs and data are worth keeping only when something failed.
+		defer func() {
+			if passed {
+				os.RemoveAll(work)
+			}
+		}()
 	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return false, err
@@ -118,11 +124,15 @@ func run(o options) (bool, error) {
 		}
 	}
 
-	ok := report(os.Stdout, results)
+	for _, r := range results {
+		if r.failed() > 0 {
+			fmt.Printf("--- last lines of %s ---\n%s\n---\n", r.logPath, tail(r.logPath, 40))
+		}
+	}
 	if stopErr != nil {
-		ok = false
 		fmt.Printf("FAIL broker shutdown: %v\n", stopErr)
 	}
+	ok := report(os.Stdout, results) && stopErr == nil
 	if o.out != "" && o.only == nil {
 		path := filepath.Join(root, o.out)
 		if err := os.WriteFile(path, []byte(renderMarkdown(results, time.Now())), 0o644); err != nil {

@@ -80,6 +80,16 @@ func renderMarkdown(results []scenarioResult, now time.Time) string {
 		b.WriteString(strings.Join(notes, "\n"))
 		b.WriteString("\n")
 	}
+	b.WriteString("\n## What each run reported\n\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "**%s** (%s, %.0fs)\n\n", r.scenario.client, escape(r.version), r.elapsed.Seconds())
+		for _, c := range r.capOrder() {
+			o := r.outcomes[c]
+			fmt.Fprintf(&b, "- %s: %s — %s\n", c, verdictWord(o.verdict), escape(o.detail))
+		}
+		b.WriteString("\n")
+	}
+
 	return b.String()
 }
 

@@ -86,16 +86,16 @@ func matrix() []scenario {
 		{
 			id: "kcat", client: "kcat (librdkafka)", version: "Debian kcat",
 			table: tableClients, dir: "interop/kcat",
-			argv:    []string{"bash", "scenario.sh"},
+			argv:    []string{"python3", "scenario.py"},
 			timeout: 4 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"idempotence", "group", "list-offsets"}),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
 		},
 		{
 			id: "kafkajs", client: "KafkaJS", version: "2.2.4",
 			table: tableClients, dir: "interop/node",
 			argv:    []string{"node", "scenario.js"},
 			timeout: 4 * time.Minute,
-			caps:    caps(common, []string{"codec-none", "codec-gzip", "idempotence", "group"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
 		},
 		{
 			id: "sarama", client: "IBM/sarama", version: "v1.61.1",
@@ -109,7 +109,7 @@ func matrix() []scenario {
 			table: tableClients, dir: "interop/go",
 			argv:    []string{"go", "run", ".", "-client", "kafka-go"},
 			timeout: 5 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"group"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group"}, admin),
 		},
 		{
 			id: "franz-go", client: "twmb/franz-go", version: "v1.22.3",

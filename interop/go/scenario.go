@@ -157,6 +157,7 @@ func headersEqual(a, b []header) bool {
 type reporter struct {
 	mu     sync.Mutex
 	failed bool
+	last   time.Time // when the previous step ended, for the step timings
 }
 
 func (r *reporter) pass(capID, format string, args ...any) {
@@ -176,6 +177,11 @@ func (r *reporter) fail(capID string, err error) {
 
 // check reports err (or a pass) and returns whether it passed.
 func (r *reporter) check(capID string, err error, detail string) bool {
+	now := time.Now()
+	if !r.last.IsZero() {
+		logf("step %s took %v", capID, now.Sub(r.last).Round(time.Millisecond))
+	}
+	r.last = now
 	if err != nil {
 		r.fail(capID, err)
 		return false
@@ -195,6 +201,9 @@ const (
 	groupPartitions = 4
 	codecRecords    = 120
 	groupRecords    = 100
+	// rejoinWait gives a restarted member time to join before the rest of
+	// phase 2 is produced.
+	rejoinWait = 4 * time.Second
 )
 
 func runScenario(ctx context.Context, name string, c client) bool {
@@ -449,12 +458,21 @@ func groupScenario(ctx context.Context, c client, topic, group string, t0 time.T
 	}
 	phase2 := makeRecords(topic+"-p2", groupRecords, t0.Add(time.Second))
 	wait2 := cl.await(topic+"-p2", groupRecords)
-	if err := c.produce(ctx, topic, "none", false, phase2); err != nil {
+	// Half of phase 2 before the restarted member joins (the survivor takes
+	// over the leaver's partitions from their committed offsets), half once
+	// it has had time to get partitions of its own (it resumes from the
+	// survivor's commits).
+	if err := c.produce(ctx, topic, "none", false, phase2[:groupRecords/2]); err != nil {
 		return "", fmt.Errorf("produce phase 2: %w", err)
 	}
 	a2, err := startMember(ctx, c, group, topic, cl)
 	if err != nil {
 		return "", fmt.Errorf("member A restarted: %w", err)
+	}
+	time.Sleep(rejoinWait)
+	if err := c.produce(ctx, topic, "none", false, phase2[groupRecords/2:]); err != nil {
+		a2.stop()
+		return "", fmt.Errorf("produce phase 2: %w", err)
 	}
 	err = awaitPhase(ctx, wait2, cl, topic+"-p2", a2, b)
 	// Give late duplicates a moment to show up before judging.

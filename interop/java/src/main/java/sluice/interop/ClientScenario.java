@@ -48,6 +48,8 @@ public final class ClientScenario {
     static final int GROUP_PARTITIONS = 4;
     static final int CODEC_RECORDS = 120;
     static final int GROUP_RECORDS = 100;
+    /** Time for a restarted member to join before the rest of phase 2 is produced. */
+    static final long REJOIN_WAIT_MS = 4000;
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
 
     final String bootstrap;
@@ -321,9 +323,15 @@ public final class ClientScenario {
             int bBefore = b.count.get();
             a.close();
             phase.set(topic + "-p2");
-            produce(topic, "none", false, Rec.make(topic + "-p2", GROUP_RECORDS, t0 + 1000));
+            // Half of phase 2 before the restarted member joins (the survivor takes over the
+            // leaver's partitions from their committed offsets), half once it has had time to get
+            // partitions of its own (it resumes from the survivor's commits).
+            List<Rec> p2 = Rec.make(topic + "-p2", GROUP_RECORDS, t0 + 1000);
+            produce(topic, "none", false, p2.subList(0, GROUP_RECORDS / 2));
             Member a2 = new Member(group + "-a2", group, topic, assignor, got);
             try {
+                Thread.sleep(REJOIN_WAIT_MS);
+                produce(topic, "none", false, p2.subList(GROUP_RECORDS / 2, GROUP_RECORDS));
                 await(counts, topic + "-p2", a2, b);
                 Thread.sleep(500);
             } finally {

@@ -1,0 +1,384 @@
+"""confluent-kafka (Python, librdkafka inside) against Sluice.
+
+The same script as interop/go and interop/java; prints the result lines
+interop/driver reads. Set INTEROP_DEBUG=protocol,broker to get librdkafka's
+protocol trace on stderr when chasing a failure.
+"""
+
+import os
+import sys
+import threading
+import time
+import traceback
+
+import confluent_kafka
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+BOOTSTRAP = os.environ.get("SLUICE_BOOTSTRAP", "127.0.0.1:9092")
+DEBUG = os.environ.get("INTEROP_DEBUG")
+NAME = "confluent-kafka"
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+CODEC_PARTITIONS, GROUP_PARTITIONS = 3, 4
+CODEC_RECORDS, GROUP_RECORDS = 120, 100
+REJOIN_WAIT = 4  # seconds for a restarted member to join before the rest of phase 2
+
+failed = False
+
+
+def one_line(s):
+    return " ".join(str(s).split())
+
+
+def report(verdict, cap, detail):
+    global failed
+    if verdict == "fail":
+        failed = True
+    print(f"##interop {verdict} {cap} {one_line(detail)}", flush=True)
+
+
+def check(cap, fn):
+    """Runs a step; its return value is the pass detail, an exception the failure."""
+    try:
+        report("pass", cap, fn())
+        return True
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        traceback.print_exc()
+        report("fail", cap, f"{type(e).__name__}: {e}")
+        return False
+
+
+def conf(**extra):
+    c = {"bootstrap.servers": BOOTSTRAP}
+    if DEBUG:
+        c["debug"] = DEBUG
+    c.update(extra)
+    return c
+
+
+class Rec:
+    __slots__ = ("key", "value", "headers", "ts", "partition", "offset")
+
+    def __init__(self, key, value, headers, ts, partition=-1, offset=-1):
+        self.key, self.value, self.headers, self.ts = key, value, headers, ts
+        self.partition, self.offset = partition, offset
+
+    def id(self):
+        return self.value.split(b"|", 1)[0].decode()
+
+
+def make_records(tag, n, t0):
+    payload = "sluice interop payload " * 8
+    return [
+        Rec(
+            f"key-{i % 13:02d}".encode(),
+            f"{tag}-{i:05d}|{payload}".encode(),
+            [("seq", str(i).encode()), ("tag", tag.encode())],
+            t0 + i,
+        )
+        for i in range(n)
+    ]
+
+
+def from_msg(m):
+    return Rec(m.key(), m.value(), list(m.headers() or []), m.timestamp()[1], m.partition(), m.offset())
+
+
+def verify_exact(sent, got):
+    by_id = {r.id(): (i, r) for i, r in enumerate(sent)}
+    seen, last, key_part, problems = set(), {}, {}, []
+    for g in got:
+        i, want = by_id.get(g.id(), (None, None))
+        if want is None:
+            problems.append(f"unexpected record {g.id()} at {g.partition}/{g.offset}")
+            continue
+        if g.id() in seen:
+            problems.append(f"record {g.id()} read twice")
+        seen.add(g.id())
+        if g.key != want.key:
+            problems.append(f"record {g.id()}: key {g.key!r}, want {want.key!r}")
+        if g.value != want.value:
+            problems.append(f"record {g.id()}: value differs")
+        if g.headers != want.headers:
+            problems.append(f"record {g.id()}: headers {g.headers}, want {want.headers}")
+        if g.ts != want.ts:
+            problems.append(f"record {g.id()}: timestamp {g.ts}, want {want.ts}")
+        if want.partition >= 0 and (g.partition, g.offset) != (want.partition, want.offset):
+            problems.append(
+                f"record {g.id()} read at {g.partition}/{g.offset}, producer was told {want.partition}/{want.offset}"
+            )
+        if key_part.setdefault(g.key, g.partition) != g.partition:
+            problems.append(f"key {g.key!r} in partitions {key_part[g.key]} and {g.partition}")
+        if g.partition in last and i < last[g.partition]:
+            problems.append(f"partition {g.partition}: record {g.id()} read after a later-produced one")
+        last[g.partition] = i
+    if len(got) != len(sent) or len(seen) != len(sent):
+        problems.append(f"read {len(got)} records ({len(seen)} distinct), produced {len(sent)}")
+    if problems:
+        raise AssertionError("; ".join(problems[:5]))
+
+
+def produce(topic, codec, idempotent, recs):
+    p = Producer(
+        conf(**{"acks": "all", "compression.type": codec, "enable.idempotence": idempotent, "linger.ms": 5})
+    )
+    errors = []
+
+    def delivered(err, msg, rec):
+        if err is not None:
+            errors.append(f"{rec.id()}: {err}")
+        else:
+            rec.partition, rec.offset = msg.partition(), msg.offset()
+
+    for r in recs:
+        p.produce(topic, key=r.key, value=r.value, headers=r.headers, timestamp=r.ts,
+                  on_delivery=lambda err, msg, r=r: delivered(err, msg, r))
+        p.poll(0)
+    left = p.flush(30)
+    if left:
+        raise AssertionError(f"{left} records not delivered within 30s")
+    if errors:
+        raise AssertionError(f"{len(errors)} delivery errors, first: {errors[0]}")
+
+
+def consume(topic, n):
+    c = Consumer(conf(**{"group.id": f"{topic}-reader", "enable.auto.commit": False}))
+    try:
+        md = c.list_topics(topic, timeout=10)
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in md.topics[topic].partitions])
+        out, deadline = [], time.time() + 30
+        while len(out) < n and time.time() < deadline:
+            for m in c.consume(num_messages=100, timeout=0.5):
+                if m.error():
+                    raise KafkaException(m.error())
+                out.append(from_msg(m))
+        if len(out) < n:
+            raise AssertionError(f"consumed {len(out)} of {n} records within 30s")
+        return out
+    finally:
+        c.close()
+
+
+def produce_consume(topic, codec, idempotent, t0):
+    sent = make_records(topic, CODEC_RECORDS, t0)
+    produce(topic, codec, idempotent, sent)
+    verify_exact(sent, consume(topic, len(sent)))
+    return sent
+
+
+class Member(threading.Thread):
+    """One group member polling in its own thread; commits synchronously before reporting."""
+
+    def __init__(self, name, group, topic, got):
+        super().__init__(name=name, daemon=True)
+        self.group, self.topic, self.got = group, topic, got
+        self.stop, self.count, self.error = False, 0, None
+        self.start()
+
+    def run(self):
+        c = Consumer(conf(**{"group.id": self.group, "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "session.timeout.ms": 10000}))
+        try:
+            c.subscribe([self.topic])
+            while not self.stop:
+                msgs = c.consume(num_messages=20, timeout=0.2)
+                msgs = [m for m in msgs if not self._error(m)]
+                if not msgs:
+                    continue
+                c.commit(asynchronous=False)
+                for m in msgs:
+                    self.count += 1
+                    self.got(from_msg(m))
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            self.error = e
+        finally:
+            c.close()
+
+    def _error(self, m):
+        if m.error() is None:
+            return False
+        if m.error().code() == confluent_kafka.KafkaError._PARTITION_EOF:
+            return True
+        raise KafkaException(m.error())
+
+    def close(self):
+        self.stop = True
+        self.join(60)
+        if self.error:
+            raise AssertionError(f"{self.name} failed: {self.error}")
+
+
+def await_phase(counts, prefix, *members):
+    deadline = time.time() + 90
+    while True:
+        n = sum(1 for k in list(counts) if k.startswith(prefix))
+        if n == GROUP_RECORDS:
+            return
+        for m in members:
+            if m.error:
+                raise AssertionError(f"{m.name} failed: {m.error}")
+        if time.time() > deadline:
+            raise AssertionError(f"only {n} of {GROUP_RECORDS} records of {prefix} consumed within 90s")
+        time.sleep(0.05)
+
+
+def group_scenario(topic, group, t0):
+    counts, redelivered = {}, []
+    phase = [f"{topic}-p1"]
+    lock = threading.Lock()
+
+    def got(r):
+        with lock:
+            counts[r.id()] = counts.get(r.id(), 0) + 1
+            if not r.id().startswith(phase[0]):
+                redelivered.append(f"{r.id()} at {r.partition}/{r.offset}")
+
+    produce(topic, "none", False, make_records(f"{topic}-p1", GROUP_RECORDS, t0))
+    a = Member(f"{group}-a", group, topic, got)
+    b = Member(f"{group}-b", group, topic, got)
+    try:
+        await_phase(counts, f"{topic}-p1", a, b)
+        split1 = f"phase 1 split {a.count}/{b.count}"
+        b_before = b.count
+        a.close()
+        phase[0] = f"{topic}-p2"
+        # Half of phase 2 before the restarted member joins (the survivor takes over the
+        # leaver's partitions from their committed offsets), half once it has had time to
+        # get partitions of its own (it resumes from the survivor's commits).
+        p2 = make_records(f"{topic}-p2", GROUP_RECORDS, t0 + 1000)
+        produce(topic, "none", False, p2[:GROUP_RECORDS // 2])
+        a2 = Member(f"{group}-a2", group, topic, got)
+        try:
+            time.sleep(REJOIN_WAIT)
+            produce(topic, "none", False, p2[GROUP_RECORDS // 2:])
+            await_phase(counts, f"{topic}-p2", a2, b)
+            time.sleep(0.5)
+        finally:
+            a2.close()
+        if redelivered:
+            raise AssertionError(
+                f"did not resume from the committed offsets: {len(redelivered)} phase-1 records delivered "
+                f"again after restart, e.g. {redelivered[0]}")
+        dups = sum(1 for n in counts.values() if n > 1)
+        if dups:
+            raise AssertionError(f"{dups} records delivered twice though every delivery was committed first")
+        return f"{split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
+    finally:
+        a.stop = True
+        b.close()
+
+
+def check_offsets(admin, topic, sent, t0):
+    want_latest, by_part = {}, {}
+    for r in sent:
+        want_latest[r.partition] = max(want_latest.get(r.partition, 0), r.offset + 1)
+        by_part.setdefault(r.partition, []).append(r)
+
+    def listed(specs):
+        futs = admin.list_offsets(specs, request_timeout=15)
+        return {tp.partition: f.result().offset for tp, f in futs.items()}
+
+    tps = [TopicPartition(topic, p) for p in range(CODEC_PARTITIONS)]
+    earliest = listed({tp: OffsetSpec.earliest() for tp in tps})
+    latest = listed({tp: OffsetSpec.latest() for tp in tps})
+    for p in range(CODEC_PARTITIONS):
+        if earliest[p] != 0:
+            raise AssertionError(f"partition {p}: earliest {earliest[p]}, want 0")
+        if latest[p] != want_latest.get(p, 0):
+            raise AssertionError(f"partition {p}: latest {latest[p]}, want {want_latest.get(p, 0)}")
+    for p, rs in sorted(by_part.items()):
+        mid = rs[len(rs) // 2]
+        for ts, want in ((t0 - 3600_000, rs[0].offset), (mid.ts, mid.offset)):
+            got = listed({TopicPartition(topic, p): OffsetSpec.for_timestamp(ts)})[p]
+            if got != want:
+                raise AssertionError(f"partition {p} by time {ts}: offset {got}, want {want}")
+    return f"AdminClient.list_offsets earliest, latest and by-time of {CODEC_PARTITIONS} partitions"
+
+
+def describe(admin, topic, key):
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([res], request_timeout=15)[res].result()
+    return entries.get(key)
+
+
+def main():
+    lib = confluent_kafka.libversion()[0]
+    print(f"##interop version confluent-kafka {confluent_kafka.__version__} (librdkafka {lib})", flush=True)
+    admin = AdminClient(conf())
+    t0 = int(time.time() * 1000) - 5 * 60 * 1000
+
+    def topic(s):
+        return f"{NAME}-{s}"
+
+    codec_topics = [topic(f"codec-{c}") for c in CODECS + ["idempotent"]]
+    group_topic = topic("group")
+
+    def create():
+        new = [NewTopic(t, CODEC_PARTITIONS, 1) for t in codec_topics] + [NewTopic(group_topic, GROUP_PARTITIONS, 1)]
+        for t, f in admin.create_topics(new, request_timeout=15).items():
+            f.result()
+        md = admin.list_topics(timeout=10)
+        for t in codec_topics + [group_topic]:
+            want = GROUP_PARTITIONS if t == group_topic else CODEC_PARTITIONS
+            got = len(md.topics[t].partitions) if t in md.topics else 0
+            if got != want:
+                raise AssertionError(f"metadata of {t}: {got} partitions, created with {want}")
+        return f"{len(new)} topics, metadata shows their partitions"
+
+    check("create-topic", create)
+
+    none_sent = []
+    for codec in CODECS:
+        def step(codec=codec):
+            sent = produce_consume(topic(f"codec-{codec}"), codec, False, t0)
+            if codec == "none":
+                none_sent.extend(sent)
+            return f"{len(sent)} records, acks=all, compression {codec}, read back exactly"
+        check(f"codec-{codec}", step)
+    check("idempotence", lambda: f"{len(produce_consume(topic('codec-idempotent'), 'none', True, t0))} records, "
+                                 "enable.idempotence=true, read back exactly")
+    check("group", lambda: group_scenario(group_topic, f"{NAME}-group", t0))
+    if none_sent:
+        check("list-offsets", lambda: check_offsets(admin, topic("codec-none"), none_sent, t0))
+    else:
+        report("fail", "list-offsets", "not run: the uncompressed produce step failed")
+
+    def describe_step():
+        e = describe(admin, topic("codec-none"), "retention.ms")
+        if e is None:
+            raise AssertionError("retention.ms missing from DescribeConfigs")
+        return f"retention.ms={e.value} source={e.source}"
+
+    def alter_step():
+        v = "86400000"
+        res = ConfigResource(ResourceType.TOPIC, topic("codec-none"), incremental_configs=[
+            ConfigEntry("retention.ms", v, incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([res], request_timeout=15).values():
+            f.result()
+        e = describe(admin, topic("codec-none"), "retention.ms")
+        if e is None or e.value != v:
+            raise AssertionError(f"after altering retention.ms to {v}, DescribeConfigs says {e}")
+        return f"incremental_alter_configs retention.ms={v} read back"
+
+    check("describe-config", describe_step)
+    check("alter-config", alter_step)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
