@@ -254,6 +254,9 @@ func replayBatches(b []byte, scratch *[]byte, fn func(key, value []byte) error) 
 			return next, err
 		}
 		size := int64(h.Length) + batchLogOverhead
+		if size < storage.BatchHeaderLen || h.Magic != 2 {
+			return next, errBadRecord
+		}
 		if size > int64(len(b)) {
 			break // cut by the read size; read again from here
 		}
