@@ -98,6 +98,11 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	if containsKind(o.Brokers, Kafka) {
 		fmt.Fprintf(&b, "- **Kafka**: single KRaft node (broker+controller), formatted with `kafka.tools.StorageTool` and started as `java %s -XX:+UseG1GC -XX:MaxGCPauseMillis=20 … kafka.Kafka server.properties` (the heap and GC flags of `kafka-server-start.sh`). Its `server.properties`, besides listeners and log dir: `num.network.threads=2`, `num.io.threads=2`, `background.threads=2` (sized to 2 cores), replication factors 1, `group.initial.rebalance.delay.ms=0`; Kafka defaults otherwise (no fsync per message; page cache, like Sluice).\n", KafkaHeap)
 	}
+	if containsKind(o.Brokers, Kafka) {
+		props := strings.NewReplacer("11111", "PORT", "22222", "CONTROLLER_PORT").
+			Replace(KafkaServerProperties(11111, 22222, "DATA_DIR/kraft-logs"))
+		fmt.Fprintf(&b, "\n  <details><summary>Kafka's server.properties</summary>\n\n  ```properties\n%s  ```\n  </details>\n\n", indent(props, "  "))
+	}
 	fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
 	if containsKind(o.Brokers, Kfake) {
 		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`sluice bench kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
@@ -313,4 +318,14 @@ func fmtBytes(n uint64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
 }
