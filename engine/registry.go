@@ -216,6 +216,12 @@ func (b *Broker) openPartition(t *Topic, i int32) (*Partition, error) {
 	}
 	p := &Partition{Topic: t, Index: i, Log: l}
 	p.LeaderEpoch.Store(max(l.LatestEpoch(), 0))
+	// Opening a partition makes this broker its leader with itself as the
+	// whole ISR, so the high watermark moves to the recovered log end at
+	// once, as Kafka's leader does when it takes over. The checkpointed
+	// watermark lags after an unclean stop, and without this move every
+	// acknowledged record above it would be invisible to consumers.
+	b.advanceHighWatermark(p)
 	return p, nil
 }
 

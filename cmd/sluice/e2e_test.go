@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -255,7 +256,7 @@ func consumeAll(t *testing.T, addr, topic string, want int) map[string]*kgo.Reco
 func TestSIGTERMIsClean(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	p := startProc(t, dir, addr)
-	cl := client(t, addr, kgo.DefaultProduceTopic("term"))
+	cl := client(t, addr, kgo.DefaultProduceTopic("term"), kgo.AllowAutoTopicCreation())
 	for i := 0; i < 100; i++ {
 		if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -293,7 +294,7 @@ func TestConfigFile(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "some.unknown.key") {
 		t.Errorf("unknown key not warned about:\n%s", p.stderr)
 	}
-	cl := client(t, addr, kgo.DefaultProduceTopic("auto3"))
+	cl := client(t, addr, kgo.DefaultProduceTopic("auto3"), kgo.AllowAutoTopicCreation())
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -333,8 +334,11 @@ func TestMalformedFramesLeaveBrokerServing(t *testing.T) {
 		}
 		c.Write(g)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.ReadAll(bufio.NewReader(c)); err != nil {
-			t.Errorf("case %d: connection not closed cleanly: %v", i, err)
+		// Closed means EOF, or a reset when the broker closed with our
+		// unread bytes still in its receive buffer; a timeout means the
+		// broker kept the connection open.
+		if _, err := io.ReadAll(bufio.NewReader(c)); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Errorf("case %d: connection not closed: %v", i, err)
 		}
 		c.Close()
 	}
@@ -386,7 +390,7 @@ func TestManyConcurrentClients(t *testing.T) {
 func TestMetricsEndpoint(t *testing.T) {
 	dir, addr, maddr := t.TempDir(), freeAddr(t), freeAddr(t)
 	startProc(t, dir, addr, "--metrics", maddr)
-	cl := client(t, addr, kgo.DefaultProduceTopic("metered"))
+	cl := client(t, addr, kgo.DefaultProduceTopic("metered"), kgo.AllowAutoTopicCreation())
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
