@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -371,7 +372,8 @@ func removeSnapshotsBelow(dir string, keep int64) error {
 	var errs []error
 	for i, off := range offs {
 		if off < keep && i+1 < len(offs) && offs[i+1] <= keep {
-			if err := os.Remove(filepath.Join(dir, segmentName(off, snapshotSuffix))); err != nil {
+			// Flushes and retention both prune; losing the race is fine.
+			if err := os.Remove(filepath.Join(dir, segmentName(off, snapshotSuffix))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
