@@ -127,7 +127,7 @@ func syntheticLog(nsegs int, segBytes int64) *Log {
 // lookup is the search part of Read: segment, then sparse index.
 func (l *Log) lookup(offset int64) int64 {
 	segs := l.segs.Load()
-	return segs.segs[segs.find(offset)].indexLookup(offset)
+	return segs.at(segs.find(offset)).indexLookup(offset)
 }
 
 // BenchmarkOffsetLookup looks up random offsets in a partition of 10,000

@@ -111,27 +111,38 @@ func (m *endMark) load() mark {
 // segList is an immutable, sorted list of segments; appends that change the
 // set of segments publish a new one.
 type segList struct {
-	bases []int64 // bases[i] == segs[i].base, kept apart for a cache-friendly search
-	segs  []*segment
+	segs []*segment
+	// ents[i] = {segs[i].base, segs[i]}: a search reads bases from one
+	// dense array, and the segment pointer sits on the same cache line as
+	// the base it found.
+	ents []segEntry
+}
+
+type segEntry struct {
+	base int64
+	seg  *segment
 }
 
 func newSegList(segs []*segment) *segList {
-	l := &segList{bases: make([]int64, len(segs)), segs: segs}
+	l := &segList{segs: segs, ents: make([]segEntry, len(segs))}
 	for i, s := range segs {
-		l.bases[i] = s.base
+		l.ents[i] = segEntry{s.base, s}
 	}
 	return l
 }
+
+// at returns segment i, as found by find.
+func (l *segList) at(i int) *segment { return l.ents[i].seg }
 
 // find returns the index of the segment that would hold offset (the last one
 // with base <= offset), or -1. Segments tend to hold similar numbers of
 // offsets, so the search interpolates its first probe (see searchLE).
 func (l *segList) find(offset int64) int {
-	n := int64(len(l.bases))
-	if n == 0 || offset < l.bases[0] {
+	n := int64(len(l.ents))
+	if n == 0 || offset < l.ents[0].base {
 		return -1
 	}
-	first, last := l.bases[0], l.bases[n-1]
+	first, last := l.ents[0].base, l.ents[n-1].base
 	guess := n - 1
 	if offset < last {
 		guess = int64(float64(offset-first) / float64(last-first+1) * float64(n-1))
@@ -139,7 +150,7 @@ func (l *segList) find(offset int64) int {
 	return int(gallopLE(n, offset, guess, l.baseAt))
 }
 
-func (l *segList) baseAt(i int64) int64 { return l.bases[i] }
+func (l *segList) baseAt(i int64) int64 { return l.ents[i].base }
 
 func (l *segList) last() *segment { return l.segs[len(l.segs)-1] }
 
@@ -233,7 +244,7 @@ func (l *Log) markFor(offset int64) (mark, bool) {
 	if i < 0 {
 		return mark{}, false
 	}
-	s := segs.segs[i]
+	s := segs.at(i)
 	end := s.size.Load()
 	if offset == s.base {
 		return mark{offset, s.base, 0}, true

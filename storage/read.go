@@ -32,7 +32,7 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 	if i < 0 {
 		return Region{}, ErrOffsetOutOfRange // deleted by retention meanwhile
 	}
-	s := segs.segs[i]
+	s := segs.at(i)
 	end, endOff := s.size.Load(), int64(-1) // final: limit lies in a later segment
 	if limit.base == s.base {
 		end, endOff = limit.pos, limit.off
