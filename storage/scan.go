@@ -131,19 +131,23 @@ func (s *segment) boundary(offset int64) (int64, bool) {
 var errBeyondEnd = errors.New("storage: offset beyond read limit")
 
 // boundaryBefore returns the largest batch boundary <= target that is
-// after the batch at first, and the offset that starts there. The index
-// finds a boundary close below target so only a short stretch is scanned.
+// after the batch at first (which is kept whole, KIP-74), and the offset
+// that starts there. The index gives a boundary close below target, so only
+// a short stretch is scanned; when that boundary is past first, the first
+// batch is known to end by then and its header need not be read.
 func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, err error) {
 	r := newHeaderReader(s.log)
 	defer r.close()
-	h, err := r.header(first, end)
-	if err != nil {
-		return 0, 0, err
+	pos = s.indexLookupPos(target)
+	if pos <= first {
+		h, err := r.header(first, end)
+		if err != nil {
+			return 0, 0, err
+		}
+		if pos, err = nextBatch(h, first, end); err != nil || pos > target {
+			return pos, batchBaseOffset(h) + batchLastOffsetDelta(h) + 1, err
+		}
 	}
-	if pos, err = nextBatch(h, first, end); err != nil || pos > target {
-		return pos, batchBaseOffset(h) + batchLastOffsetDelta(h) + 1, err
-	}
-	pos = max(pos, s.indexLookupPos(target))
 	for pos < end {
 		h, err := r.header(pos, end)
 		if err != nil {
