@@ -103,7 +103,7 @@ func Workloads(o CompareOptions) []Workload {
 		return c
 	}
 	all := o.Brokers
-	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "client_cpu_s", "rss_mb"}
+	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
 	case SuiteKafka:
@@ -127,7 +127,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Mode, c.Partitions, c.Records, c.Acks = ModeCatchUp, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
-				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "client_cpu_s", "rss_mb"},
+				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
 			},
 			Workload{
 				Name:  "raw-fetch",
@@ -136,7 +136,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Mode, c.Partitions, c.Records, c.Acks = ModeRawFetch, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
-				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s", "client_cpu_s"},
+				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s"},
 			},
 			Workload{
 				Name:  "latency-20MBps",
@@ -163,7 +163,7 @@ func Workloads(o CompareOptions) []Workload {
 				Name:    "i3-produce",
 				Title:   "One franz-go producer, max rate, 4 partitions, acks=all",
 				Config:  with(func(c *Config) { c.Partitions, c.Consumers = 4, 0 }),
-				Brokers: all, Metrics: []string{"produce_mbps", "produce_rps", "cpu_s", "rss_mb"},
+				Brokers: all, Metrics: []string{"produce_mbps", "produce_rps", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
 			},
 			{
 				Name:  "i3-consume",
@@ -171,7 +171,7 @@ func Workloads(o CompareOptions) []Workload {
 				Config: with(func(c *Config) {
 					c.Mode, c.Partitions, c.Records = ModeCatchUp, 4, o.CatchUpRecords
 				}),
-				Brokers: all, ZeroCopy: true, Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s"},
+				Brokers: all, ZeroCopy: true, Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s"},
 			},
 			{
 				Name:    "i3-latency",
@@ -548,6 +548,18 @@ var metricDefs = map[string]metricDef{
 	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
 	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
+	}},
+	"cpu_per_gb": {label: "broker CPU s per GB moved", short: "cpu s/GB", unit: "s/GB", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+		if r.Result == nil || r.CPUSeconds <= 0 {
+			return 0, false
+		}
+		// Bytes the broker took in and gave out over the span CPUSeconds
+		// covers (catch-up runs: both phases).
+		gb := float64(r.Result.Produce.Bytes+r.Result.Consume.Bytes) / 1e9
+		if gb == 0 {
+			return 0, false
+		}
+		return r.CPUSeconds / gb, true
 	}},
 	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
