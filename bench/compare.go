@@ -70,7 +70,7 @@ type RunRecord struct {
 	Broker     BrokerKind      `json:"broker"`
 	Round      int             `json:"round"`
 	Result     *Result         `json:"result,omitempty"`
-	CPUSeconds float64         `json:"broker_cpu_seconds"` // during the measured run
+	CPUSeconds float64         `json:"broker_cpu_seconds"` // during the measured run (catch-up: its read phase)
 	ClientCPU  float64         `json:"client_cpu_seconds"` // the load generator's (this process's), same span
 	PeakRSS    int64           `json:"broker_peak_rss_bytes"`
 	ZeroCopy   *ZeroCopyReport `json:"zero_copy,omitempty"`
@@ -455,6 +455,11 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 	cfg.Brokers = []string{b.addr}
 	cfg.Topic = "bench-" + w.Name
 	hooks := Hooks{BeforeRead: func() {
+		// A catch-up run's cost is its read phase's: start counting anew.
+		if st, err := ReadProcStats(b.pid()); err == nil {
+			before = st
+		}
+		selfBefore, _ = ReadProcStats(os.Getpid())
 		if probe != nil {
 			probe.Reset()
 		}
@@ -554,8 +559,12 @@ var metricDefs = map[string]metricDef{
 			return 0, false
 		}
 		// Bytes the broker took in and gave out over the span CPUSeconds
-		// covers (catch-up runs: both phases).
-		gb := float64(r.Result.Produce.Bytes+r.Result.Consume.Bytes) / 1e9
+		// covers (catch-up runs: the read phase).
+		b := r.Result.Produce.Bytes + r.Result.Consume.Bytes
+		if r.Result.Config.Mode != ModeProduceConsume {
+			b = r.Result.Consume.Bytes
+		}
+		gb := float64(b) / 1e9
 		if gb == 0 {
 			return 0, false
 		}
