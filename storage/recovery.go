@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -492,7 +493,18 @@ func validBatchAfter(f *os.File, pos, next int64) (int64, error) {
 		return -1, err
 	}
 	r := chunkReader{f: f, size: st.Size()}
+	r.mapForScan(pos + 1)
+	defer r.unmap()
 	for p := pos + 1; p+BatchHeaderLen <= r.size; p++ {
+		if r.mapped != nil { // jump to the next candidate magic byte
+			i := bytes.IndexByte(r.mapped[p-r.start+posMagic:], 2)
+			if i < 0 {
+				return -1, nil
+			}
+			if p += int64(i); p+BatchHeaderLen > r.size {
+				return -1, nil
+			}
+		}
 		h, err := r.bytes(p, BatchHeaderLen)
 		if err != nil {
 			return -1, err

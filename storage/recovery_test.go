@@ -251,3 +251,37 @@ func TestMissingIndexesRebuilt(t *testing.T) {
 	}
 	checkDumpLogInvariants(t, dir)
 }
+
+// TestDamageRuleOnLargeTail exercises the mapped scan paths (tails over
+// 4 MiB): a flipped byte early in a long unflushed tail is corruption (valid
+// batches follow), a long zeroed tail is torn.
+func TestDamageRuleOnLargeTail(t *testing.T) {
+	src := filepath.Join(fastTempDir(t), "p-0")
+	cfg := crashConfig()
+	cfg.SegmentIndexBytes = 1 << 20 // one segment
+	l := mustOpen(t, src, cfg)
+	appendN(t, l, 400, 16, 1000) // ~6.5 MiB, never flushed
+	leo := l.LogEndOffset()
+	crash(l)
+	path := segmentName(0, logSuffix)
+
+	dir := copyDir(t, src)
+	b, _ := os.ReadFile(filepath.Join(dir, path))
+	size := int64(len(b))
+	b[3*len(b)/400+100] ^= 0x40
+	os.WriteFile(filepath.Join(dir, path), b, 0o644)
+	var ce *CorruptError
+	if _, err := Open(dir, cfg); !errors.As(err, &ce) || ce.Pos != 3*size/400 {
+		t.Fatalf("got %v, want corruption at %d", err, 3*size/400)
+	}
+
+	dir = copyDir(t, src)
+	f, _ := os.OpenFile(filepath.Join(dir, path), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write(make([]byte, 6<<20))
+	f.Close()
+	l = mustOpen(t, dir, cfg)
+	defer l.Close()
+	if l.LogEndOffset() != leo || l.Size() != size {
+		t.Fatalf("LEO %d size %d, want %d %d", l.LogEndOffset(), l.Size(), leo, size)
+	}
+}
