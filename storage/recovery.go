@@ -207,7 +207,8 @@ func readLastTimeEntry(path string) (ts int64, rel uint32, ok bool) {
 	if _, err := f.ReadAt(e[:], st.Size()-timeEntrySize); err != nil {
 		return 0, 0, false
 	}
-	return int64(binary.BigEndian.Uint64(e[:])), binary.BigEndian.Uint32(e[8:]), true
+	ts, rel = int64(binary.BigEndian.Uint64(e[:])), binary.BigEndian.Uint32(e[8:])
+	return ts, rel, ts != 0 || rel != 0 // a zero entry: never trimmed, rebuild
 }
 
 // rebuildSealed recreates a sealed segment's indexes from its batches.
