@@ -8,6 +8,8 @@ import (
 	"testing"
 )
 
+var raceEnabled bool
+
 // fixedReply is a Reply that is reused forever (its Release does nothing),
 // so that a test measures only the network layer's allocations.
 type fixedReply struct{ parts [2][]byte }
@@ -60,8 +62,8 @@ func (c *rawClient) roundTrip(t testing.TB, want int) {
 // cost the network layer no allocation, whether the handler replies inline
 // or from another goroutine.
 func TestServeAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts are noisy under -short parallel runs")
+	if raceEnabled {
+		t.Skip("the race detector allocates")
 	}
 	reply := &fixedReply{parts: [2][]byte{binary.BigEndian.AppendUint32(nil, 100), make([]byte, 100)}}
 	async := make(chan func(Reply), 1)

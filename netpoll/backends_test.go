@@ -247,7 +247,7 @@ func TestPeerResetDuringFileReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() }) // after the servers' shutdown
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := handlerFunc(func(frame []byte, reply func(Reply)) {
 			if string(frame) == "small" {
@@ -285,7 +285,7 @@ func TestFileRegionsLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() }) // after the servers' shutdown
 	const off = 12345
 	n := int64(len(data) - off - 777)
 	forEachBackend(t, func(t *testing.T, backend string) {

@@ -71,11 +71,13 @@ func (s *loopServer) start() error {
 				defer s.loopsDone.Done()
 				runtime.LockOSThread()
 				l, err := s.newLoop(s, i)
+				if err == nil {
+					s.loops[i] = l // published to the others by errs
+				}
 				errs <- err
 				if err != nil {
 					return
 				}
-				s.loops[i] = l
 				l.run()
 			}(i)
 		}

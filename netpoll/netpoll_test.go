@@ -119,7 +119,7 @@ func TestMixedParts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
+		t.Cleanup(func() { f.Close() }) // after the server's shutdown
 		h := handlerFunc(func(frame []byte, reply func(Reply)) {
 			tag := append([]byte(nil), frame...)
 			// Complete later from another goroutine, like a long-polling fetch.

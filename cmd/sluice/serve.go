@@ -19,6 +19,8 @@ import (
 type serveFlags struct {
 	listen, advertise, dataDir, config, metrics, logLevel string
 	nodeID                                                int
+	net                                                   string
+	netLoops                                              int
 }
 
 func serve(args []string) error {
@@ -31,6 +33,8 @@ func serve(args []string) error {
 	fs.StringVar(&f.config, "config", "", "Kafka-style server.properties file")
 	fs.StringVar(&f.metrics, "metrics", "", "HOST:PORT to serve Prometheus /metrics on (off by default)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.net, "net", "", "network backend: uring, epoll, std or auto (config key sluice.net; default $SLUICE_NET, else the fastest this host supports)")
+	fs.IntVar(&f.netLoops, "net-loops", 0, "event loops of the uring and epoll backends (config key sluice.net.loops; default one per core)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -42,7 +46,11 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics})
+	backend, loops, err := netSettings(f)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics, Net: backend, NetLoops: loops})
 	if err != nil {
 		return err
 	}
@@ -63,6 +71,9 @@ func loadConfig(f serveFlags, logger *slog.Logger) (engine.Config, error) {
 			return cfg, fmt.Errorf("%s: %w", f.config, err)
 		}
 		for _, k := range unknown {
+			if isNetKey(k) {
+				continue
+			}
 			logger.Warn("unknown config key ignored", "file", f.config, "key", k)
 		}
 	}

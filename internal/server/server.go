@@ -22,13 +22,18 @@ type Options struct {
 	Config  engine.Config
 	Logger  *slog.Logger
 	Metrics string // host:port for /metrics; "" disables it
+	// Net is the network backend (netpoll.BackendUring, BackendEpoll,
+	// BackendStd); "" picks the fastest the host supports.
+	Net string
+	// NetLoops is the number of event loops (0: one per core).
+	NetLoops int
 }
 
 // Server is a running broker with its listener.
 type Server struct {
 	Broker *engine.Broker
 	ln     net.Listener
-	net    *netpoll.StdServer
+	net    netpoll.Server
 	http   *http.Server
 	log    *slog.Logger
 	served chan error
@@ -42,7 +47,7 @@ func Start(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	cfg := o.Config
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := netpoll.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
@@ -55,11 +60,17 @@ func Start(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Broker: b, ln: ln, log: o.Logger, served: make(chan error, 1)}
-	s.net = netpoll.NewStd(&handler{b: b}, netpoll.Options{
+	s.net, err = netpoll.New(o.Net, &handler{b: b}, netpoll.Options{
 		MaxFrame:    cfg.SocketRequestMaxBytes,
 		IdleTimeout: cfg.ConnectionsMaxIdle,
 		Logger:      o.Logger,
+		Loops:       o.NetLoops,
 	})
+	if err != nil {
+		ln.Close()
+		b.Close()
+		return nil, err
+	}
 	if o.Metrics != "" {
 		if err := s.startMetrics(o.Metrics); err != nil {
 			ln.Close()
@@ -68,7 +79,7 @@ func Start(o Options) (*Server, error) {
 		}
 	}
 	go func() { s.served <- s.net.Serve(ln) }()
-	o.Logger.Info("listening", "addr", ln.Addr().String(), "advertised", cfg.Advertise)
+	o.Logger.Info("listening", "addr", ln.Addr().String(), "advertised", cfg.Advertise, "net", s.net.Backend())
 	return s, nil
 }
 
@@ -96,6 +107,9 @@ func (s *Server) startMetrics(addr string) error {
 
 // Addr is the address the broker listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Net names the network backend serving (after any fallback).
+func (s *Server) Net() string { return s.net.Backend() }
 
 // Done reports when the accept loop stopped on its own (an error).
 func (s *Server) Done() <-chan error { return s.served }

@@ -22,14 +22,24 @@ type Broker struct {
 	Addr   string
 	Broker *engine.Broker
 	Config engine.Config
+	// Net is the network backend asked for ("" for the default).
+	Net string
 
 	srv *server.Server
 }
 
 // Start starts a broker on a free 127.0.0.1 port with a temporary data
 // directory; mutators adjust the config first. It is shut down when the
-// test ends.
+// test ends. The network backend is $SLUICE_NET (uring, epoll or std;
+// unset: the host's default), so that `make test` runs the suites once per
+// backend.
 func Start(t testing.TB, mutators ...func(*engine.Config)) *Broker {
+	t.Helper()
+	return StartNet(t, os.Getenv("SLUICE_NET"), mutators...)
+}
+
+// StartNet is Start on the named network backend ("" for the default).
+func StartNet(t testing.TB, backend string, mutators ...func(*engine.Config)) *Broker {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
@@ -41,7 +51,7 @@ func Start(t testing.TB, mutators ...func(*engine.Config)) *Broker {
 	for _, m := range mutators {
 		m(&cfg)
 	}
-	tb := &Broker{Config: cfg}
+	tb := &Broker{Config: cfg, Net: backend}
 	tb.start(t)
 	t.Cleanup(func() { tb.Stop(t) })
 	return tb
@@ -49,7 +59,7 @@ func Start(t testing.TB, mutators ...func(*engine.Config)) *Broker {
 
 func (tb *Broker) start(t testing.TB) {
 	t.Helper()
-	srv, err := server.Start(server.Options{Config: tb.Config, Logger: testLogger()})
+	srv, err := server.Start(server.Options{Config: tb.Config, Logger: testLogger(), Net: tb.Net})
 	if err != nil {
 		t.Fatalf("start broker: %v", err)
 	}
