@@ -53,7 +53,7 @@ func (l *Log) load() error {
 	l.flushed.snapshotOff = -1
 	_, statErr := os.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	clean := statErr == nil
-	segs, err := l.openSegments()
+	segs, fresh, err := l.openSegments()
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (l *Log) load() error {
 			return err
 		}
 	}
-	if !clean {
+	if !clean && !fresh {
 		return l.flush(flushFinal) // make the recovered tail durable and checkpoint it
 	}
 	return nil
@@ -89,11 +89,11 @@ func (l *Log) load() error {
 
 // openSegments removes leftovers (deleted segments, temporary files, index
 // files without a log) and opens every segment, creating the first one in an
-// empty directory.
-func (l *Log) openSegments() ([]*segment, error) {
+// empty directory (fresh).
+func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var bases []int64
 	have := map[int64]bool{}
@@ -118,24 +118,24 @@ func (l *Log) openSegments() ([]*segment, error) {
 	if len(bases) == 0 {
 		start, err := readOffsetFile(l.dir, logStartFile, 0)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		s, err := createSegment(l.dir, max(start, 0), l.mu.cfg)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return []*segment{s}, nil
+		return []*segment{s}, true, syncDir(l.dir)
 	}
-	segs := make([]*segment, 0, len(bases))
+	segs = make([]*segment, 0, len(bases))
 	for _, base := range bases {
 		s, err := openSegment(l.dir, base)
 		if err != nil {
 			closeAll(segs)
-			return nil, err
+			return nil, false, err
 		}
 		segs = append(segs, s)
 	}
-	return segs, nil
+	return segs, false, nil
 }
 
 func closeAll(segs []*segment) {
