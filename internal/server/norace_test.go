@@ -1,0 +1,4 @@
+package server_test
+
+// raceEnabled is set by race_test.go under the race detector.
+var raceEnabled bool
