@@ -102,15 +102,11 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) closeTopics() error {
-	var first error
+	var all []*Partition
 	for _, t := range b.Topics() {
-		for _, p := range t.Partitions() {
-			if err := p.Log.Close(); err != nil && first == nil {
-				first = err
-			}
-		}
+		all = append(all, t.Partitions()...)
 	}
-	return first
+	return closePartitions(all)
 }
 
 // housekeeping runs retention, time-based rolls and flushes.
