@@ -319,9 +319,10 @@ func (f *fetch) countFetched() {
 	for i := range f.parts {
 		fp := &f.parts[i]
 		if fp.records.Len > 0 && !fp.omit {
-			// Records are not counted: that would mean reading batch
-			// headers the zero-copy path never touches.
-			f.b.metrics.fetched(fp.topic.Name, int(fp.records.Len), 0)
+			// Records are counted as the offsets the fetch moves the
+			// consumer past (exact unless the topic is compacted), so
+			// the zero-copy path never reads a batch header to count.
+			f.b.metrics.fetched(fp.topic.Name, int(fp.records.Len), int(max(fp.records.NextOffset-fp.fetchOffset, 0)))
 		}
 	}
 }

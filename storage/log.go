@@ -23,6 +23,10 @@ type Region struct {
 	File *os.File
 	Pos  int64 // byte position in File
 	Len  int64 // 0 means nothing to read
+	// NextOffset is the offset that follows the region's last batch (where
+	// the next read continues), or -1 when Len is 0. It lets the caller
+	// count what it sends without reading the batches.
+	NextOffset int64
 }
 
 // Log is one partition's log: a directory of segments. Appends are

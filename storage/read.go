@@ -36,6 +36,8 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 	end, endOff := s.size.Load(), int64(-1) // final: limit lies in a later segment
 	if limit.base == s.base {
 		end, endOff = limit.pos, limit.off
+	} else if i+1 < len(segs.segs) {
+		endOff = segs.at(i + 1).base // a sealed segment ends where the next begins
 	}
 	return s.read(offset, end, endOff, int64(maxBytes))
 }
@@ -67,7 +69,7 @@ func (s *segment) read(offset, end, endOff, maxBytes int64) (Region, error) {
 	if stopOff >= 0 {
 		s.rememberBoundary(stopOff, stop)
 	}
-	return Region{File: s.log, Pos: start, Len: stop - start}, nil
+	return Region{File: s.log, Pos: start, Len: stop - start, NextOffset: stopOff}, nil
 }
 
 // OffsetForTimestamp returns the first batch whose maxTimestamp >= ts: its

@@ -209,3 +209,34 @@ func readChain(l *Log, uncommitted bool) error {
 	}
 	return nil
 }
+
+// TestReadNextOffset: every region names the offset after its last batch,
+// whether it stops at maxBytes, at the high watermark or at a segment end,
+// so a reader can walk the log by NextOffset alone.
+func TestReadNextOffset(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	appendN(t, l, 30, 2, 300)
+	l.SetHighWatermark(50)
+	for _, maxBytes := range []int32{1, 700, 1 << 20} {
+		off, reads := int64(0), 0
+		for off < 50 {
+			r, err := l.Read(off, maxBytes, false)
+			if err != nil || r.Len == 0 {
+				t.Fatalf("maxBytes %d: read at %d: %+v %v", maxBytes, off, r, err)
+			}
+			hs := splitBatches(t, readRegion(t, r))
+			last := hs[len(hs)-1]
+			if want := last.BaseOffset + int64(last.LastOffsetDelta) + 1; r.NextOffset != want {
+				t.Fatalf("maxBytes %d: read at %d: NextOffset %d, batches end at %d", maxBytes, off, r.NextOffset, want)
+			}
+			off, reads = r.NextOffset, reads+1
+		}
+		if off != 50 {
+			t.Fatalf("maxBytes %d: walk ended at %d", maxBytes, off)
+		}
+		t.Logf("maxBytes %d: %d reads", maxBytes, reads)
+	}
+}

@@ -394,6 +394,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	consumeAll(t, addr, "metered", 1)
 	resp, err := http.Get("http://" + maddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +402,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{`sluice_requests_total{api="Produce"}`, `sluice_request_duration_seconds_bucket{api="Metadata"`,
-		`sluice_topic_bytes_in_total{topic="metered"}`, `sluice_open_connections`} {
+		`sluice_topic_bytes_in_total{topic="metered"}`, `sluice_topic_records_in_total{topic="metered"} 1`,
+		`sluice_topic_records_out_total{topic="metered"} 1`, `sluice_open_connections`} {
 		if !bytes.Contains(body, []byte(want)) {
 			t.Errorf("metrics lack %s", want)
 		}
