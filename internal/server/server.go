@@ -27,6 +27,8 @@ type Options struct {
 	Net string
 	// NetLoops is the number of event loops (0: one per core).
 	NetLoops int
+	// NetTune, if set, adjusts the network options last (benchmarks).
+	NetTune func(*netpoll.Options)
 }
 
 // Server is a running broker with its listener.
@@ -60,12 +62,16 @@ func Start(o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Broker: b, ln: ln, log: o.Logger, served: make(chan error, 1)}
-	s.net, err = netpoll.New(o.Net, &handler{b: b}, netpoll.Options{
+	netOpts := netpoll.Options{
 		MaxFrame:    cfg.SocketRequestMaxBytes,
 		IdleTimeout: cfg.ConnectionsMaxIdle,
 		Logger:      o.Logger,
 		Loops:       o.NetLoops,
-	})
+	}
+	if o.NetTune != nil {
+		o.NetTune(&netOpts)
+	}
+	s.net, err = netpoll.New(o.Net, &handler{b: b}, netOpts)
 	if err != nil {
 		ln.Close()
 		b.Close()
