@@ -136,8 +136,15 @@ func (f *franz) consume(ctx context.Context, topic string, n int) ([]record, err
 
 type franzMember struct{ cl *kgo.Client }
 
-func (f *franz) newMember(ctx context.Context, group, topic string) (member, error) {
+func (f *franz) strategies() []string { return []string{"eager", "cooperative"} }
+
+func (f *franz) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
+	balancer := kgo.CooperativeStickyBalancer()
+	if strategy == "eager" {
+		balancer = kgo.RangeBalancer()
+	}
 	cl := f.client(
+		kgo.Balancers(balancer),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

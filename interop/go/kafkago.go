@@ -182,8 +182,13 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 
 type kafkaGoMember struct{ r *kafka.Reader }
 
-func (k *kafkaGo) newMember(ctx context.Context, group, topic string) (member, error) {
+// strategies: kafka-go's balancers (range, round-robin, rack affinity) are
+// all eager.
+func (k *kafkaGo) strategies() []string { return []string{"eager"} }
+
+func (k *kafkaGo) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
+		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
 		Brokers:           []string{k.addr},
 		GroupID:           group,
 		Topic:             topic,

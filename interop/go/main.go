@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// verbose turns on each client's own logging (INTEROP_DEBUG=1).
+var verbose = os.Getenv("INTEROP_DEBUG") != ""
+
 func main() {
 	name := flag.String("client", "franz-go", "sarama, kafka-go or franz-go")
 	flag.Parse()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
+	"os"
 	"sync"
 	"time"
 
@@ -30,6 +32,9 @@ func saramaConfig() *sarama.Config {
 }
 
 func newSarama(bootstrap string) *saramaClient {
+	if verbose {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
+	}
 	return &saramaClient{addrs: []string{bootstrap}}
 }
 
@@ -205,8 +210,14 @@ type saramaMember struct {
 	topic string
 }
 
-func (s *saramaClient) newMember(ctx context.Context, group, topic string) (member, error) {
+func (s *saramaClient) strategies() []string { return []string{"eager", "cooperative"} }
+
+func (s *saramaClient) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
 	cfg := saramaConfig()
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+	if strategy == "cooperative" {
+		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
+	}
 	cfg.Consumer.Offsets.AutoCommit.Enable = false
 	g, err := sarama.NewConsumerGroup(s.addrs, group, cfg)
 	if err != nil {
@@ -224,18 +235,43 @@ type saramaHandler struct {
 
 func (h *saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
 func (h *saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim commits whatever has arrived, then reports it. Commits are
+// batched: sarama shares one connection per broker between fetches and
+// commits, so each commit can wait behind a long-polling fetch (as it would
+// against Kafka, which answers a connection's requests in order).
 func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	for {
+		var batch []*sarama.ConsumerMessage
 		select {
 		case m, ok := <-claim.Messages():
 			if !ok {
 				return nil
 			}
-			sess.MarkMessage(m, "")
-			sess.Commit()
-			h.got(fromSarama(m))
+			batch = append(batch, m)
 		case <-sess.Context().Done():
 			return nil
+		}
+	drain:
+		for {
+			select {
+			case m, ok := <-claim.Messages():
+				if !ok {
+					break drain
+				}
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		sess.MarkMessage(batch[len(batch)-1], "")
+		start := time.Now()
+		sess.Commit()
+		if verbose {
+			logf("sarama: %s/%d: %d records committed in %v", claim.Topic(), claim.Partition(), len(batch), time.Since(start))
+		}
+		for _, m := range batch {
+			h.got(fromSarama(m))
 		}
 	}
 }

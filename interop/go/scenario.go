@@ -27,7 +27,11 @@ type client interface {
 	// consume reads every partition from the earliest offset until it has n
 	// records (or ctx ends).
 	consume(ctx context.Context, topic string, n int) ([]record, error)
-	newMember(ctx context.Context, group, topic string) (member, error)
+	// strategies are the assignment-strategy families the client's group
+	// consumer offers: "eager", "cooperative".
+	strategies() []string
+	// newMember joins group with an assignor of the given family.
+	newMember(ctx context.Context, group, topic, strategy string) (member, error)
 	// listOffsets returns earliest and latest offsets per partition.
 	listOffsets(ctx context.Context, topic string) (earliest, latest map[int32]int64, err error)
 	// offsetForTime is the first offset of a partition whose timestamp is
@@ -213,7 +217,7 @@ func runScenario(ctx context.Context, name string, c client) bool {
 	t0 := time.Now().Add(-5 * time.Minute).Truncate(time.Millisecond)
 
 	codecTopic := func(codec string) string { return name + "-codec-" + codec }
-	groupTopic := name + "-group"
+	groupTopic := func(strategy string) string { return name + "-group-" + strategy }
 	var topics []string
 	for _, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd", "idempotent"} {
 		topics = append(topics, codecTopic(codec))
@@ -223,16 +227,16 @@ func runScenario(ctx context.Context, name string, c client) bool {
 	sctx, cancel := step(30 * time.Second)
 	err := c.createTopics(sctx, topics, codecPartitions)
 	if err == nil {
-		err = c.createTopics(sctx, []string{groupTopic}, groupPartitions)
+		err = c.createTopics(sctx, []string{groupTopic("eager"), groupTopic("cooperative")}, groupPartitions)
 	}
 	if err == nil {
 		err = expectPartitions(sctx, c, topics, codecPartitions)
 	}
 	if err == nil {
-		err = expectPartitions(sctx, c, []string{groupTopic}, groupPartitions)
+		err = expectPartitions(sctx, c, []string{groupTopic("eager"), groupTopic("cooperative")}, groupPartitions)
 	}
 	cancel()
-	rep.check("create-topic", err, fmt.Sprintf("%d topics, metadata shows their partitions", len(topics)+1))
+	rep.check("create-topic", err, fmt.Sprintf("%d topics, metadata shows their partitions", len(topics)+2))
 
 	supported := map[string]bool{}
 	for _, codec := range c.codecs() {
@@ -262,10 +266,20 @@ func runScenario(ctx context.Context, name string, c client) bool {
 		rep.skip("idempotence", "client has no idempotent producer")
 	}
 
-	sctx, cancel = step(150 * time.Second)
-	detail, err := groupScenario(sctx, c, groupTopic, name+"-group", t0)
-	cancel()
-	rep.check("group", err, detail)
+	offered := map[string]bool{}
+	for _, st := range c.strategies() {
+		offered[st] = true
+	}
+	for _, st := range []string{"eager", "cooperative"} {
+		if !offered[st] {
+			rep.skip("group-"+st, "the client's group consumer has no %s assignor", st)
+			continue
+		}
+		sctx, cancel := step(150 * time.Second)
+		detail, err := groupScenario(sctx, c, groupTopic(st), name+"-"+st, st, t0)
+		cancel()
+		rep.check("group-"+st, err, detail)
+	}
 
 	if noneSent == nil {
 		rep.fail("list-offsets", errors.New("not run: the uncompressed produce step failed"))
@@ -391,8 +405,8 @@ type runningMember struct {
 	mu     sync.Mutex
 }
 
-func startMember(ctx context.Context, c client, group, topic string, cl *collector) (*runningMember, error) {
-	m, err := c.newMember(ctx, group, topic)
+func startMember(ctx context.Context, c client, group, topic, strategy string, cl *collector) (*runningMember, error) {
+	m, err := c.newMember(ctx, group, topic, strategy)
 	if err != nil {
 		return nil, err
 	}
@@ -430,18 +444,18 @@ func (rm *runningMember) consumed() int {
 // groupScenario: two members split the topic and consume phase 1 once,
 // committing; one leaves; phase 2 is produced; a new member joins; the
 // group must deliver exactly phase 2, resuming from the committed offsets.
-func groupScenario(ctx context.Context, c client, topic, group string, t0 time.Time) (string, error) {
+func groupScenario(ctx context.Context, c client, topic, group, strategy string, t0 time.Time) (string, error) {
 	cl := &collector{counts: map[string]int{}}
 	phase1 := makeRecords(topic+"-p1", groupRecords, t0)
 	if err := c.produce(ctx, topic, "none", false, phase1); err != nil {
 		return "", fmt.Errorf("produce phase 1: %w", err)
 	}
 	wait1 := cl.await(topic+"-p1", groupRecords)
-	a, err := startMember(ctx, c, group, topic, cl)
+	a, err := startMember(ctx, c, group, topic, strategy, cl)
 	if err != nil {
 		return "", fmt.Errorf("member A: %w", err)
 	}
-	b, err := startMember(ctx, c, group, topic, cl)
+	b, err := startMember(ctx, c, group, topic, strategy, cl)
 	if err != nil {
 		a.stop()
 		return "", fmt.Errorf("member B: %w", err)
@@ -465,7 +479,7 @@ func groupScenario(ctx context.Context, c client, topic, group string, t0 time.T
 	if err := c.produce(ctx, topic, "none", false, phase2[:groupRecords/2]); err != nil {
 		return "", fmt.Errorf("produce phase 2: %w", err)
 	}
-	a2, err := startMember(ctx, c, group, topic, cl)
+	a2, err := startMember(ctx, c, group, topic, strategy, cl)
 	if err != nil {
 		return "", fmt.Errorf("member A restarted: %w", err)
 	}

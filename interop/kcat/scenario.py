@@ -139,10 +139,11 @@ def verify(topic, codec, lines, got, window):
 class Member:
     """A `kcat -G` balanced consumer (auto-commit) whose JSON output is read as it comes."""
 
-    def __init__(self, name, group, topic, got):
+    def __init__(self, name, group, topic, assignor, got):
         self.name, self.count, self.got = name, 0, got
         self.proc = subprocess.Popen(
             kcat_args("-G", group, "-J", "-u", "-q", "-X", "auto.offset.reset=earliest",
+                      "-X", f"partition.assignment.strategy={assignor}",
                       "-X", "auto.commit.interval.ms=100", "-X", "session.timeout.ms=10000", topic),
             stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -183,7 +184,7 @@ def await_phase(counts, prefix, *members):
         time.sleep(0.05)
 
 
-def group_scenario(topic, group):
+def group_scenario(topic, group, assignor):
     counts, redelivered, phase = {}, [], [f"{topic}-p1"]
     lock = threading.Lock()
 
@@ -195,8 +196,8 @@ def group_scenario(topic, group):
                 redelivered.append(f"{rid} at {m['partition']}/{m['offset']}")
 
     produce(topic, "none", make_lines(f"{topic}-p1", GROUP_RECORDS))
-    a = Member(f"{group}-a", group, topic, got)
-    b = Member(f"{group}-b", group, topic, got)
+    a = Member(f"{group}-a", group, topic, assignor, got)
+    b = Member(f"{group}-b", group, topic, assignor, got)
     try:
         await_phase(counts, f"{topic}-p1", a, b)
         split1 = f"phase 1 split {a.count}/{b.count}"
@@ -205,7 +206,7 @@ def group_scenario(topic, group):
         phase[0] = f"{topic}-p2"
         p2 = make_lines(f"{topic}-p2", GROUP_RECORDS)
         produce(topic, "none", p2[:GROUP_RECORDS // 2])
-        a2 = Member(f"{group}-a2", group, topic, got)
+        a2 = Member(f"{group}-a2", group, topic, assignor, got)
         try:
             time.sleep(REJOIN_WAIT)
             produce(topic, "none", p2[GROUP_RECORDS // 2:])
@@ -219,7 +220,7 @@ def group_scenario(topic, group):
         dups = sum(1 for n in counts.values() if n > 1)
         if dups:
             raise AssertionError(f"{dups} records delivered twice")
-        return f"kcat -G (auto-commit): {split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
+        return f"kcat -G, auto-commit, {assignor}: {split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
     finally:
         a.close()
         b.close()
@@ -262,17 +263,18 @@ def main():
         return f"{NAME}-{s}"
 
     codec_topics = [topic(f"codec-{c}") for c in CODECS + ["idempotent"]]
-    group_topic = topic("group")
+    group_topics = {"eager": topic("group-eager"), "cooperative": topic("group-cooperative")}
 
     def create():
         for t in codec_topics:
             create_topic(t, CODEC_PARTITIONS)
-        create_topic(group_topic, GROUP_PARTITIONS)
-        for t in codec_topics + [group_topic]:
-            want = GROUP_PARTITIONS if t == group_topic else CODEC_PARTITIONS
+        for t in group_topics.values():
+            create_topic(t, GROUP_PARTITIONS)
+        for t in codec_topics + list(group_topics.values()):
+            want = GROUP_PARTITIONS if t in group_topics.values() else CODEC_PARTITIONS
             if partition_count(t) != want:
                 raise AssertionError(f"kcat -L shows {partition_count(t)} partitions of {t}, created with {want}")
-        return f"{len(codec_topics) + 1} topics with kafka-topics (kcat has no admin API), kcat -L shows their partitions"
+        return f"{len(codec_topics) + 2} topics with kafka-topics (kcat has no admin API), kcat -L shows their partitions"
 
     check("create-topic", create)
 
@@ -290,7 +292,9 @@ def main():
             return f"{len(lines)} records, acks=all{', enable.idempotence=true' if codec == 'idempotent' else ''}, " \
                    f"compression {real}, read back exactly"
         check("idempotence" if codec == "idempotent" else f"codec-{codec}", step)
-    check("group", lambda: group_scenario(group_topic, f"{NAME}-group"))
+    for family, assignor in (("eager", "range"), ("cooperative", "cooperative-sticky")):
+        check(f"group-{family}", lambda family=family, assignor=assignor:
+              group_scenario(group_topics[family], f"{NAME}-{family}", assignor))
     if none_got:
         check("list-offsets", lambda: check_offsets(topic("codec-none"), none_got))
     else:

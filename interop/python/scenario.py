@@ -183,14 +183,15 @@ def produce_consume(topic, codec, idempotent, t0):
 class Member(threading.Thread):
     """One group member polling in its own thread; commits synchronously before reporting."""
 
-    def __init__(self, name, group, topic, got):
+    def __init__(self, name, group, topic, assignor, got):
         super().__init__(name=name, daemon=True)
-        self.group, self.topic, self.got = group, topic, got
+        self.group, self.topic, self.assignor, self.got = group, topic, assignor, got
         self.stop, self.count, self.error = False, 0, None
         self.start()
 
     def run(self):
         c = Consumer(conf(**{"group.id": self.group, "enable.auto.commit": False,
+                             "partition.assignment.strategy": self.assignor,
                              "auto.offset.reset": "earliest", "session.timeout.ms": 10000}))
         try:
             c.subscribe([self.topic])
@@ -237,7 +238,7 @@ def await_phase(counts, prefix, *members):
         time.sleep(0.05)
 
 
-def group_scenario(topic, group, t0):
+def group_scenario(topic, group, assignor, t0):
     counts, redelivered = {}, []
     phase = [f"{topic}-p1"]
     lock = threading.Lock()
@@ -249,8 +250,8 @@ def group_scenario(topic, group, t0):
                 redelivered.append(f"{r.id()} at {r.partition}/{r.offset}")
 
     produce(topic, "none", False, make_records(f"{topic}-p1", GROUP_RECORDS, t0))
-    a = Member(f"{group}-a", group, topic, got)
-    b = Member(f"{group}-b", group, topic, got)
+    a = Member(f"{group}-a", group, topic, assignor, got)
+    b = Member(f"{group}-b", group, topic, assignor, got)
     try:
         await_phase(counts, f"{topic}-p1", a, b)
         split1 = f"phase 1 split {a.count}/{b.count}"
@@ -262,7 +263,7 @@ def group_scenario(topic, group, t0):
         # get partitions of its own (it resumes from the survivor's commits).
         p2 = make_records(f"{topic}-p2", GROUP_RECORDS, t0 + 1000)
         produce(topic, "none", False, p2[:GROUP_RECORDS // 2])
-        a2 = Member(f"{group}-a2", group, topic, got)
+        a2 = Member(f"{group}-a2", group, topic, assignor, got)
         try:
             time.sleep(REJOIN_WAIT)
             produce(topic, "none", False, p2[GROUP_RECORDS // 2:])
@@ -277,7 +278,7 @@ def group_scenario(topic, group, t0):
         dups = sum(1 for n in counts.values() if n > 1)
         if dups:
             raise AssertionError(f"{dups} records delivered twice though every delivery was committed first")
-        return f"{split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
+        return f"{assignor}: {split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
     finally:
         a.stop = True
         b.close()
@@ -326,15 +327,16 @@ def main():
         return f"{NAME}-{s}"
 
     codec_topics = [topic(f"codec-{c}") for c in CODECS + ["idempotent"]]
-    group_topic = topic("group")
+    group_topics = {"eager": topic("group-eager"), "cooperative": topic("group-cooperative")}
 
     def create():
-        new = [NewTopic(t, CODEC_PARTITIONS, 1) for t in codec_topics] + [NewTopic(group_topic, GROUP_PARTITIONS, 1)]
+        new = [NewTopic(t, CODEC_PARTITIONS, 1) for t in codec_topics] + \
+            [NewTopic(t, GROUP_PARTITIONS, 1) for t in group_topics.values()]
         for t, f in admin.create_topics(new, request_timeout=15).items():
             f.result()
         md = admin.list_topics(timeout=10)
-        for t in codec_topics + [group_topic]:
-            want = GROUP_PARTITIONS if t == group_topic else CODEC_PARTITIONS
+        for t in codec_topics + list(group_topics.values()):
+            want = GROUP_PARTITIONS if t in group_topics.values() else CODEC_PARTITIONS
             got = len(md.topics[t].partitions) if t in md.topics else 0
             if got != want:
                 raise AssertionError(f"metadata of {t}: {got} partitions, created with {want}")
@@ -352,7 +354,9 @@ def main():
         check(f"codec-{codec}", step)
     check("idempotence", lambda: f"{len(produce_consume(topic('codec-idempotent'), 'none', True, t0))} records, "
                                  "enable.idempotence=true, read back exactly")
-    check("group", lambda: group_scenario(group_topic, f"{NAME}-group", t0))
+    for family, assignor in (("eager", "range"), ("cooperative", "cooperative-sticky")):
+        check(f"group-{family}", lambda family=family, assignor=assignor:
+              group_scenario(group_topics[family], f"{NAME}-{family}", assignor, t0))
     if none_sent:
         check("list-offsets", lambda: check_offsets(admin, topic("codec-none"), none_sent, t0))
     else:
