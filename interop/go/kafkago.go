@@ -207,6 +207,12 @@ func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
 			return err
 		}
 		if err := m.r.CommitMessages(ctx, msg); err != nil {
+			if rebalancing(err) {
+				// The group moved on; the next generation resumes from
+				// the last committed offset, so this record comes again.
+				logf("kafka-go: commit of %d@%d during a rebalance: %v", msg.Partition, msg.Offset, err)
+				continue
+			}
 			return fmt.Errorf("commit: %w", err)
 		}
 		got(fromKafkaGo(msg))
@@ -292,4 +298,12 @@ func (k *kafkaGo) alterConfig(ctx context.Context, topic, key, value string) err
 		}
 	}
 	return nil
+}
+
+// rebalancing reports whether a commit failed because the group is between
+// generations (Kafka answers REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION or
+// UNKNOWN_MEMBER_ID then).
+func rebalancing(err error) bool {
+	return errors.Is(err, kafka.RebalanceInProgress) || errors.Is(err, kafka.IllegalGeneration) ||
+		errors.Is(err, kafka.UnknownMemberId)
 }

@@ -35,7 +35,14 @@ NAME = "confluent-kafka"
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_PARTITIONS, GROUP_PARTITIONS = 3, 4
 CODEC_RECORDS, GROUP_RECORDS = 120, 100
-REJOIN_WAIT = 4  # seconds for a restarted member to join before the rest of phase 2
+REJOIN_WAIT = 4
+# Commit errors that mean "the group moved on", not a broken broker.
+REBALANCING = {
+    confluent_kafka.KafkaError.REBALANCE_IN_PROGRESS,
+    confluent_kafka.KafkaError.ILLEGAL_GENERATION,
+    confluent_kafka.KafkaError.UNKNOWN_MEMBER_ID,
+    confluent_kafka.KafkaError._ASSIGNMENT_LOST,
+}  # seconds for a restarted member to join before the rest of phase 2
 
 failed = False
 
@@ -200,7 +207,22 @@ class Member(threading.Thread):
                 msgs = [m for m in msgs if not self._error(m)]
                 if not msgs:
                     continue
-                c.commit(asynchronous=False)
+                try:
+                    c.commit(asynchronous=False)
+                except KafkaException as e:
+                    if e.args[0].code() not in REBALANCING:
+                        raise
+                    # The group moved on before the commit: rewind what is still ours to the
+                    # committed offsets, so these records come again, from us or the new owner.
+                    print(f"{self.name}: commit during a rebalance: {e}", file=sys.stderr)
+                    firsts = {}
+                    for m in msgs:
+                        firsts.setdefault(m.partition(), m.offset())
+                    owned = {tp.partition for tp in c.assignment()}
+                    for p, off in firsts.items():
+                        if p in owned:
+                            c.seek(TopicPartition(self.topic, p, off))
+                    continue
                 for m in msgs:
                     self.count += 1
                     self.got(from_msg(m))

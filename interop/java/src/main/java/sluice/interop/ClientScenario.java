@@ -23,6 +23,7 @@ import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.CommitFailedException;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -35,6 +36,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.RebalanceInProgressException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
@@ -278,7 +280,19 @@ public final class ClientScenario {
                     if (rs.isEmpty()) {
                         continue;
                     }
-                    c.commitSync(Duration.ofSeconds(15));
+                    try {
+                        c.commitSync(Duration.ofSeconds(15));
+                    } catch (RebalanceInProgressException | CommitFailedException e) {
+                        // The group moved on before the commit: rewind what is still ours to the
+                        // committed offsets, so these records come again, from us or the new owner.
+                        System.err.println(thread.getName() + " commit during a rebalance: " + e);
+                        for (TopicPartition tp : rs.partitions()) {
+                            if (c.assignment().contains(tp)) {
+                                c.seek(tp, rs.records(tp).get(0).offset());
+                            }
+                        }
+                        continue;
+                    }
                     for (ConsumerRecord<String, String> cr : rs) {
                         count.incrementAndGet();
                         got.accept(Rec.from(cr));
