@@ -145,7 +145,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Partitions, c.Rate = 4, 20000
 				}),
 				Brokers: all,
-				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "rss_mb"},
+				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 			Workload{
 				Name:  "many-producers",
@@ -154,7 +154,7 @@ func Workloads(o CompareOptions) []Workload {
 					c.Partitions, c.Producers, c.Rate = 4, 100, 5000
 				}),
 				Brokers: all,
-				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "rss_mb"},
+				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 		)
 	case SuiteKfake:
