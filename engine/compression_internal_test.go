@@ -103,7 +103,7 @@ func TestDecompressRejectsGarbage(t *testing.T) {
 			t.Errorf("%s accepted garbage", name)
 		}
 	}
-	bad := append(append([]byte(nil), xerialMagic...), xerialVersion...)
+	bad := xerial.Encode(nil, nil)                 // the stream header alone
 	bad = binary.BigEndian.AppendUint32(bad, 1000) // block longer than the data
 	if _, err := decompress(nil, codecSnappy, bad); err == nil {
 		t.Error("xerial block overrunning the data accepted")

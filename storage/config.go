@@ -25,7 +25,13 @@ type Config struct {
 	MaxMessageBytes    int32         // max.message.bytes, default 1048588
 	TimestampType      TimestampType // message.timestamp.type
 	FileDeleteDelayMs  int64         // file.delete.delay.ms, default 60000
-	Compact            bool          // cleanup.policy contains "compact" (ignored until compaction exists)
+	Compact            bool          // cleanup.policy contains "compact": Compact cleans the log
+
+	// Compaction settings; they matter only when Compact is set. Zero is
+	// a literal value for each of them (Kafka allows 0), not "default".
+	DeleteRetentionMs      int64   // delete.retention.ms, default 1 day: how long a cleaned tombstone stays
+	MinCleanableDirtyRatio float64 // min.cleanable.dirty.ratio, default 0.5 (see CompactionDue)
+	MinCompactionLagMs     int64   // min.compaction.lag.ms, default 0: younger segments are not cleaned
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -42,6 +48,9 @@ func DefaultConfig() Config {
 		MaxMessageBytes:    1048588,
 		TimestampType:      CreateTime,
 		FileDeleteDelayMs:  60000,
+
+		DeleteRetentionMs:      24 * 3600 * 1000,
+		MinCleanableDirtyRatio: 0.5,
 	}
 }
 
@@ -72,6 +81,8 @@ func (c Config) normalized() Config {
 	if c.FileDeleteDelayMs < 0 {
 		c.FileDeleteDelayMs = 0
 	}
+	c.DeleteRetentionMs = max(c.DeleteRetentionMs, 0)
+	c.MinCompactionLagMs = max(c.MinCompactionLagMs, 0)
 	return c
 }
 
