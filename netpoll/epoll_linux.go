@@ -306,7 +306,7 @@ func (l *epollLoop) flush(c *conn) bool {
 			l.sfOff = off
 			n, err = sendfileOnce(c.fd, fd, &l.sfOff, size)
 		} else {
-			k, _ := c.out.gather(l.iov)
+			k, _, _ := c.out.gather(l.iov)
 			n, err = writev(c.fd, l.iov[:k])
 		}
 		switch {

@@ -385,6 +385,10 @@ func (b *loopBase) release(c *conn) {
 		putFrame(c.rbuf)
 		c.rbuf = nil
 	}
+	if c.ready != nil {
+		putFrame(c.ready)
+		c.ready = nil
+	}
 	if c.stash != nil {
 		putFrame(c.stash)
 		c.stash = nil
@@ -536,6 +540,7 @@ type conn struct {
 	sendBusy   bool
 	pollBusy   bool
 	recvDirect bool    // the recv in flight reads into the frame body
+	ready      *[]byte // a complete frame waiting for the reply ahead of it
 	rbuf       *[]byte // the recv's buffer when there is no buffer ring
 	iov        [maxIovPerOp]unix.Iovec
 	msg        unix.Msghdr
@@ -682,11 +687,12 @@ func (o *outState) advance(n int64) {
 }
 
 // gather fills iov with the byte parts from the current position up to the
-// next file region; it returns how many entries it used and their bytes.
-func (o *outState) gather(iov []unix.Iovec) (int, int64) {
-	k, total := 0, int64(0)
+// next file region; it returns how many entries it used, their bytes, and
+// whether they finish the reply.
+func (o *outState) gather(iov []unix.Iovec) (k int, total int64, last bool) {
 	off := o.off
-	for i := o.part; i < o.n && k < len(iov); i++ {
+	i := o.part
+	for ; i < o.n && k < len(iov); i++ {
 		b, _, _, _ := o.r.PartAt(i)
 		if b == nil {
 			break
@@ -701,7 +707,7 @@ func (o *outState) gather(iov []unix.Iovec) (int, int64) {
 		total += int64(len(b))
 		k++
 	}
-	return k, total
+	return k, total, i == o.n
 }
 
 // fileRegion returns the rest of the current part when it is a file region.

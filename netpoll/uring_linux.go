@@ -361,6 +361,8 @@ func (l *uringLoop) received(c *conn, kind uint8, cqe *uring.CQE) {
 	case res == -int32(unix.ENOBUFS):
 		l.readyConns = append(l.readyConns, c) // retry once buffers are back
 		return
+	case res == -int32(unix.ECANCELED):
+		return // the send it was linked to came up short
 	case res < 0:
 		l.closeConnErr(c, syscall.Errno(-res))
 		return
@@ -380,7 +382,10 @@ func (l *uringLoop) received(c *conn, kind uint8, cqe *uring.CQE) {
 		return
 	}
 	if f != nil {
-		c.serve(f)
+		// A recv linked behind a send that the kernel completed short
+		// (possible where MSG_WAITALL is not honoured) can deliver the
+		// next request before the reply is out: it waits its turn.
+		c.ready = f
 	}
 }
 
@@ -409,7 +414,16 @@ func (l *uringLoop) drive(c *conn) {
 			}
 			continue
 		}
-		if c.phase.Load() != phaseIdle || c.recvBusy {
+		if c.phase.Load() != phaseIdle {
+			return
+		}
+		if c.ready != nil {
+			f := c.ready
+			c.ready = nil
+			c.serve(f)
+			continue
+		}
+		if c.recvBusy {
 			return
 		}
 		if budget == 0 {
@@ -480,21 +494,47 @@ func (l *uringLoop) flush(c *conn) bool {
 			c.out.advance(int64(n))
 			continue
 		}
-		k, _ := c.out.gather(c.iov[:])
+		l.reserve(2) // a send and its linked recv go in one submission
+		k, _, last := c.out.gather(c.iov[:])
 		s := l.sqe()
 		if k == 1 {
-			s.PrepSend(c.fd, unsafe.Slice(c.iov[0].Base, c.iov[0].Len), unix.MSG_NOSIGNAL)
+			s.PrepSend(c.fd, unsafe.Slice(c.iov[0].Base, c.iov[0].Len), sendFlags)
 		} else {
 			c.msg = unix.Msghdr{Iov: &c.iov[0]}
 			c.msg.SetIovlen(k)
-			s.PrepSendmsg(c.fd, &c.msg, unix.MSG_NOSIGNAL)
+			s.PrepSendmsg(c.fd, &c.msg, sendFlags)
 		}
 		s.UserData = userData(kindSend, c.slot, c.gen)
 		c.sendBusy = true
 		c.pending++
+		if last && l.mayLinkRecv(c) {
+			// Post the next recv now, linked behind the send: one
+			// submission instead of two round trips through the loop. A
+			// short send cuts the link and the recv ends ECANCELED.
+			s.Flags |= uring.SQEIOLink
+			l.postRecv(c)
+		}
 		return false
 	}
 	return true
+}
+
+// sendFlags: MSG_WAITALL makes io_uring retry a partial send itself until
+// everything is out (Linux 5.18), so a send completes short only on error,
+// which is also what cuts a link.
+const sendFlags = unix.MSG_NOSIGNAL | unix.MSG_WAITALL
+
+// mayLinkRecv reports whether the next request can be asked for before the
+// reply's send has completed.
+func (l *uringLoop) mayLinkRecv(c *conn) bool {
+	return !c.recvBusy && c.stash == nil && !c.closeAfterReply && !c.out.r.ShouldClose() && !l.srv.closing.Load()
+}
+
+// reserve makes room for n SQEs in the submission queue.
+func (l *uringLoop) reserve(n int) {
+	if l.ring.SQSpace() < n {
+		l.ring.Submit()
+	}
 }
 
 // onReply takes a reply that arrived from another goroutine.
