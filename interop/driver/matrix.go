@@ -41,6 +41,7 @@ var clientCaps = []capability{
 	{"idempotence", "idempotent", "the same with the idempotent producer (InitProducerId, sequence numbers), acks=all"},
 	{"group-eager", "group (eager)", "two members of one consumer group with an eager assignor (range; KafkaJS: its round-robin) split 4 partitions and consume 100 records, committing each before counting it; one member leaves; 50 more records; a new member joins; 50 more: exactly the 100 new records arrive, none twice, none of the first 100 again (the group resumed from its committed offsets)"},
 	{"group-cooperative", "group (cooperative)", "the same with the cooperative-sticky assignor (incremental rebalancing)"},
+	{"group-kip848", "group (KIP-848)", "the same with group.protocol=consumer, Kafka 4's consumer rebalance protocol (ConsumerGroupHeartbeat)"},
 	{"list-offsets", "list offsets", "earliest, latest and by-timestamp offsets of every partition match what was produced"},
 	{"describe-config", "describe config", "describes a topic's configs and finds retention.ms"},
 	{"alter-config", "alter config", "sets the topic's retention.ms and reads the new value back"},
@@ -73,7 +74,7 @@ func matrix() []scenario {
 			table: tableClients, dir: "interop/java",
 			argv:    javaArgv("sluice.interop.ClientScenario"),
 			timeout: 6 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative", "group-kip848"}, admin),
 		},
 		{
 			id: "confluent-kafka", client: "confluent-kafka (Python, librdkafka)", version: "2.16.1",

@@ -37,6 +37,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.RebalanceInProgressException;
+import org.apache.kafka.common.errors.UnsupportedVersionException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
@@ -92,7 +93,7 @@ public final class ClientScenario {
             codecTopics.add(topic("codec-" + c));
         }
         codecTopics.add(topic("codec-idempotent"));
-        List<String> groupTopics = List.of(topic("group-eager"), topic("group-cooperative"));
+        List<String> groupTopics = List.of(topic("group-eager"), topic("group-cooperative"), topic("group-kip848"));
         rep.check("create-topic", () -> {
             List<NewTopic> nts = new ArrayList<>();
             for (String t : codecTopics) {
@@ -129,6 +130,7 @@ public final class ClientScenario {
         rep.check("group-eager", () -> groupScenario(topic("group-eager"), "java-eager", RangeAssignor.class, t0));
         rep.check("group-cooperative",
                 () -> groupScenario(topic("group-cooperative"), "java-cooperative", CooperativeStickyAssignor.class, t0));
+        kip848(t0);
 
         if (noneSent == null) {
             rep.fail("list-offsets", "not run: the uncompressed produce step failed");
@@ -160,6 +162,26 @@ public final class ClientScenario {
             return "incrementalAlterConfigs retention.ms=" + v + ", read back as DYNAMIC_TOPIC_CONFIG";
         });
         return !rep.failed();
+    }
+
+    /**
+     * The group scenario on Kafka 4's consumer rebalance protocol (KIP-848). A broker that does
+     * not serve ConsumerGroupHeartbeat makes the client fail with UnsupportedVersionException:
+     * that is reported as a gap, not a failure; anything else is judged as usual.
+     */
+    void kip848(long t0) {
+        try {
+            rep.pass("group-kip848", groupScenario(topic("group-kip848"), "java-kip848", null, t0));
+        } catch (Throwable e) {
+            for (Throwable c = e; c != null; c = c.getCause()) {
+                if (c instanceof UnsupportedVersionException) {
+                    rep.gap("group-kip848", "ConsumerGroupHeartbeat: " + c.getMessage());
+                    return;
+                }
+            }
+            e.printStackTrace();
+            rep.fail("group-kip848", Report.describe(e));
+        }
     }
 
     ConfigEntry describe(ConfigResource res, String name) throws Exception {
@@ -261,7 +283,11 @@ public final class ClientScenario {
         @Override
         public void run() {
             Properties p = consumerProps(group);
-            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor.getName());
+            if (assignor != null) {
+                p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, assignor.getName());
+            } else {
+                p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+            }
             p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 20);
             try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
                 c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
@@ -308,7 +334,7 @@ public final class ClientScenario {
             stop = true;
             thread.join(60000);
             if (error.get() != null) {
-                throw new AssertionError(thread.getName() + " failed: " + Report.describe(error.get()));
+                throw new AssertionError(thread.getName() + " failed: " + Report.describe(error.get()), error.get());
             }
         }
     }
@@ -359,7 +385,7 @@ public final class ClientScenario {
             if (dups > 0) {
                 throw new AssertionError(dups + " records delivered twice though every delivery was committed first");
             }
-            return assignor.getSimpleName() + ": " + split1 + "; phase 2 split " + a2.count.get() + "/"
+            return (assignor == null ? "group.protocol=consumer" : assignor.getSimpleName()) + ": " + split1 + "; phase 2 split " + a2.count.get() + "/"
                     + (b.count.get() - bBefore) + " after restart";
         } finally {
             a.stop = true;
@@ -377,7 +403,7 @@ public final class ClientScenario {
             }
             for (Member m : ms) {
                 if (m.error.get() != null) {
-                    throw new AssertionError(m.thread.getName() + " failed: " + Report.describe(m.error.get()));
+                    throw new AssertionError(m.thread.getName() + " failed: " + Report.describe(m.error.get()), m.error.get());
                 }
             }
             if (System.currentTimeMillis() > deadline) {

@@ -29,6 +29,11 @@ final class Report {
         System.out.flush();
     }
 
+    void gap(String cap, String detail) {
+        System.out.println("##interop gap " + capId(cap) + " " + oneLine(detail));
+        System.out.flush();
+    }
+
     synchronized void fail(String cap, String detail) {
         failed = true;
         System.out.println("##interop fail " + capId(cap) + " " + oneLine(detail));
