@@ -36,6 +36,10 @@ const (
 	attrLogAppendTime   = 0x08
 	attrTransactional   = 0x10
 	attrControl         = 0x20
+	// attrDeleteHorizon says firstTimestamp holds the time after which the
+	// cleaner removes the batch's tombstones (KIP-534); records' timestamp
+	// deltas are then relative to it.
+	attrDeleteHorizon = 0x40
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -127,6 +131,13 @@ func batchSize(b []byte) int64 {
 // means no size limit. The checks that need no CRC run first, so garbage is
 // rejected cheaply.
 func checkBatch(b []byte, maxSize int64) (int64, error) {
+	return checkBatchAs(b, maxSize, false)
+}
+
+// checkBatchAs is checkBatch; cleaned admits batches the cleaner wrote,
+// which keep their original offset span (lastOffsetDelta) with fewer
+// records, down to none (the last batch of a producer is kept empty).
+func checkBatchAs(b []byte, maxSize int64, cleaned bool) (int64, error) {
 	if len(b) < BatchHeaderLen {
 		return 0, errBatchTruncated
 	}
@@ -141,7 +152,7 @@ func checkBatch(b []byte, maxSize int64) (int64, error) {
 	case size > int64(len(b)):
 		return 0, errBatchTruncated
 	}
-	if err := checkCounts(b); err != nil {
+	if err := checkCounts(b, cleaned); err != nil {
 		return 0, err
 	}
 	if crc32.Checksum(b[posAttributes:size], castagnoli) != binary.BigEndian.Uint32(b[posCRC:]) {
@@ -152,16 +163,18 @@ func checkBatch(b []byte, maxSize int64) (int64, error) {
 
 // checkCounts checks the record count against lastOffsetDelta and the
 // attribute bits that the log layer cares about.
-func checkCounts(b []byte) error {
+func checkCounts(b []byte, cleaned bool) error {
 	be := binary.BigEndian
 	n := int32(be.Uint32(b[posNumRecords:]))
 	delta := int32(be.Uint32(b[posLastOffsetDelta:]))
 	attrs := be.Uint16(b[posAttributes:])
 	pid := int64(be.Uint64(b[posProducerID:]))
 	switch {
-	case n <= 0:
+	case cleaned && (n < 0 || delta < 0 || n > delta+1):
+		return errBadLastOffsetDelta
+	case !cleaned && n <= 0:
 		return errNoRecords
-	case delta != n-1:
+	case !cleaned && delta != n-1:
 		return errBadLastOffsetDelta
 	case attrs&attrCompressionMask > 4:
 		return errBadCompression

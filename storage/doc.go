@@ -16,8 +16,10 @@
 //	recovery-point-offset-checkpoint  "0\n1\n<offset> <segBase> <pos> <maxTs> <maxTsOff> <bytesSinceIndex>\n"
 //	log-start-offset-checkpoint     "0\n1\n<offset>\n"
 //	replication-offset-checkpoint   "0\n1\n<high watermark>\n"
+//	cleaner-offset-checkpoint       "0\n1\n<cleaned to> <earliest delete horizon>\n" (compacted logs)
 //	.clean-shutdown                 present only between Close and the next Open
 //	*.deleted                       segments awaiting removal (file.delete.delay.ms)
+//	*.cleaned, *.swap               compaction output being written / about to replace segments
 //
 // # .log: RecordBatch v2 (magic 2), big-endian
 //
@@ -36,7 +38,10 @@
 //
 //	length counts the bytes after the length field; a batch is length+12 bytes.
 //	attrs: bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
-//	       4 transactional, 5 control.
+//	       4 transactional, 5 control, 6 delete horizon (firstTimestamp is
+//	       the time the cleaner drops the batch's tombstones, KIP-534).
+//	A batch the cleaner rewrote keeps baseOffset and lastOffsetDelta but
+//	may hold fewer records (down to none), with offset gaps between them.
 //	* rewritten by Append: baseOffset and partitionLeaderEpoch lie outside the
 //	  CRC, so assigning offsets costs no CRC pass. LogAppendTime topics also
 //	  get attrs bit 3 and maxTimestamp set, and then the CRC is recomputed.
@@ -75,4 +80,12 @@
 // bytes after the recovery point are re-read and CRC-checked; see
 // recovery.go for how a torn tail is told from corruption. A failed write or
 // fsync makes the log refuse all later appends with that error.
+//
+// # Compaction
+//
+// Logs with cleanup.policy=compact are cleaned by Compact, as Kafka's log
+// cleaner does: the inactive segments are rewritten keeping each key's
+// latest record at its original offset, tombstones for delete.retention.ms,
+// and swapped in atomically for readers and crash-safely on disk; see
+// compact.go.
 package storage

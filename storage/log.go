@@ -64,7 +64,20 @@ type Log struct {
 
 		unflushedMsgs int64
 		lastFlushMs   int64
+
+		// The cleaner checkpoint (compact.go): offsets below cleanPoint
+		// may be compacted; cleanHorizon is the earliest delete horizon
+		// of a kept tombstone, math.MaxInt64 if none.
+		cleanPoint, cleanHorizon int64
 	}
+
+	// cleanMu serialises compactions. Close and Delete take it after
+	// setting closed, which a compaction checks between batches, so they
+	// wait for a running pass to stop.
+	cleanMu sync.Mutex
+	// compactHook, if set (tests), is called at each stage of a swap; an
+	// error stops the pass there, leaving the files as a crash would.
+	compactHook func(stage string) error
 
 	// flushMu serialises flushes: fsyncs and checkpoint writes.
 	flushMu sync.Mutex
@@ -279,6 +292,8 @@ func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
+	l.cleanMu.Lock() // let a running compaction stop
+	l.cleanMu.Unlock()
 	err := l.flush(flushFinal)
 	l.mu.Lock()
 	l.mu.closed = true
@@ -326,6 +341,8 @@ func (l *Log) closeSegments() error {
 // its files stay valid.
 func (l *Log) Delete() error {
 	l.closed.Store(true)
+	l.cleanMu.Lock() // let a running compaction stop
+	l.cleanMu.Unlock()
 	l.mu.Lock()
 	l.mu.closed = true
 	delay := time.Duration(l.mu.cfg.FileDeleteDelayMs) * time.Millisecond

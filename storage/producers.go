@@ -189,6 +189,31 @@ func (p *producerState) evictBefore(logStart int64) {
 	}
 }
 
+// firstUnstable is the first offset of the oldest open transaction, or
+// math.MaxInt64 if none is open.
+func (p *producerState) firstUnstable() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first := int64(math.MaxInt64)
+	for _, e := range p.mu.m {
+		if e.txnStart >= 0 {
+			first = min(first, e.txnStart)
+		}
+	}
+	return first
+}
+
+// lastOffsets maps every producer to the last offset it wrote.
+func (p *producerState) lastOffsets() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[int64]int64, len(p.mu.m))
+	for pid, e := range p.mu.m {
+		m[pid] = e.lastOffset
+	}
+	return m
+}
+
 func (p *producerState) infos() []ProducerInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -3,7 +3,9 @@ package storage
 // Read returns the batches starting with the one containing offset, up to
 // maxBytes on batch boundaries (the first batch whole even if larger, KIP-74),
 // never past the high watermark when uncommitted==false (past it up to LEO when true),
-// and within one segment. offset == limit gives an empty Region.
+// and within one segment. offset == limit gives an empty Region. In a
+// compacted log an offset the cleaner removed reads from the next batch
+// that remains.
 //
 // Read takes no lock and never blocks appends. It loads the published end
 // (an offset with its byte position, see endMark) before the segment list,
@@ -32,14 +34,26 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 	if i < 0 {
 		return Region{}, ErrOffsetOutOfRange // deleted by retention meanwhile
 	}
-	s := segs.at(i)
-	end, endOff := s.size.Load(), int64(-1) // final: limit lies in a later segment
-	if limit.base == s.base {
-		end, endOff = limit.pos, limit.off
-	} else if i+1 < len(segs.segs) {
-		endOff = segs.at(i + 1).base // a sealed segment ends where the next begins
+	for {
+		s := segs.at(i)
+		end, endOff := s.size.Load(), int64(-1) // final: limit lies in a later segment
+		if limit.base == s.base {
+			end, endOff = limit.pos, limit.off
+		} else if i+1 < len(segs.segs) {
+			endOff = segs.at(i + 1).base // a sealed segment ends where the next begins
+		}
+		r, err := s.read(offset, end, endOff, int64(maxBytes))
+		if err != nil || r.Len > 0 || limit.base == s.base || i+1 == len(segs.segs) {
+			return r, err
+		}
+		// Nothing at or after offset in a segment wholly below the limit:
+		// the cleaner removed the batches that held it, and the next
+		// batch is in a later segment, as in Kafka.
+		i++
+		if offset = segs.at(i).base; offset >= limit.off {
+			return Region{}, nil
+		}
 	}
-	return s.read(offset, end, endOff, int64(maxBytes))
 }
 
 // read returns the region from the batch holding offset up to maxBytes,

@@ -51,6 +51,9 @@ func (l *Log) load() error {
 	}
 	l.producers = newProducerState()
 	l.flushed.snapshotOff = -1
+	if l.mu.cleanPoint, l.mu.cleanHorizon, err = readCleanerCheckpoint(l.dir); err != nil {
+		return err
+	}
 	_, statErr := os.Stat(filepath.Join(l.dir, cleanShutdownFile))
 	clean := statErr == nil
 	segs, fresh, err := l.openSegments()
@@ -91,6 +94,9 @@ func (l *Log) load() error {
 // files without a log) and opens every segment, creating the first one in an
 // empty directory (fresh).
 func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
+	if err := l.completeSwaps(); err != nil {
+		return nil, false, err
+	}
 	ents, err := os.ReadDir(l.dir)
 	if err != nil {
 		return nil, false, err
@@ -136,6 +142,122 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		segs = append(segs, s)
 	}
 	return segs, false, nil
+}
+
+// completeSwaps finishes or discards a compaction that a crash cut short
+// (see compact.go), before the segments are opened, as Kafka's log loading
+// does:
+//
+//   - ".cleaned" files are an output still being written: removed.
+//   - "<base>.log.swap" is a complete, fsynced output: it replaces every
+//     segment whose base offset lies in [base, its next offset) and takes
+//     the final names. Its index files were renamed to ".swap" before it,
+//     so a missing one has already taken its final name.
+//   - index ".swap" files without a log ".swap" belong to an output whose
+//     log never became ".swap": removed.
+func (l *Log) completeSwaps() error {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var swaps, logs []int64
+	changed := false
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, cleanedSuffix) {
+			os.Remove(filepath.Join(l.dir, name))
+			changed = true
+		}
+		if base, ok := parseSegmentName(name, logSuffix+swapSuffix); ok {
+			swaps = append(swaps, base)
+		}
+		if base, ok := parseSegmentName(name, logSuffix); ok {
+			logs = append(logs, base)
+		}
+	}
+	slices.Sort(swaps)
+	for _, base := range swaps {
+		if err := l.completeSwap(base, logs); err != nil {
+			return err
+		}
+		changed = true
+	}
+	if ents, err = os.ReadDir(l.dir); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), indexSuffix+swapSuffix) || strings.HasSuffix(e.Name(), timeIndexSuffix+swapSuffix) {
+			os.Remove(filepath.Join(l.dir, e.Name()))
+			changed = true
+		}
+	}
+	if changed {
+		return syncDir(l.dir)
+	}
+	return nil
+}
+
+// completeSwap puts the swap output at base in place of the segments it
+// covers. An unreadable output (never expected: it was fsynced before it
+// was renamed) is dropped if the segment it would replace still exists,
+// since then none of the old segments was touched yet.
+func (l *Log) completeSwap(base int64, logs []int64) error {
+	out := newSegment(l.dir, base, nil)
+	out.tmp = swapSuffix
+	next, pos, err := scanSwap(out.path(logSuffix), base)
+	if err != nil {
+		if fileExists(filepath.Join(l.dir, segmentName(base, logSuffix))) {
+			out.discard()
+			return nil
+		}
+		return &CorruptError{File: out.path(logSuffix), Pos: pos, Reason: err}
+	}
+	for _, b := range logs {
+		if b > base && b < next {
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+				if err := os.Remove(filepath.Join(l.dir, segmentName(b, suf))); err != nil && !isNotExist(err) {
+					return err
+				}
+			}
+		}
+	}
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		err := os.Rename(out.path(suf), filepath.Join(l.dir, segmentName(base, suf)))
+		if err != nil && !isNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanSwap checks every batch of a cleaner output and returns the offset
+// after its last one (base when it is empty), or where it is damaged.
+func scanSwap(path string, base int64) (next, pos int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	r := chunkReader{f: f, size: st.Size()}
+	r.mapForScan(0)
+	defer r.unmap()
+	next = base
+	for pos < r.size {
+		b, err := r.batchAt(pos)
+		if err == nil {
+			err = checkScanned(b, base, next, true, true)
+		}
+		if err != nil {
+			return 0, pos, err
+		}
+		next = batchBaseOffset(b) + batchLastOffsetDelta(b) + 1
+		pos += int64(len(b))
+	}
+	return next, pos, nil
 }
 
 func closeAll(segs []*segment) {
@@ -347,7 +469,7 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 		if err != nil {
 			return pos, next, err
 		}
-		if err := checkScanned(b, s.base, next, validate, l.mu.cfg.Compact); err != nil {
+		if err := checkScanned(b, s.base, next, validate, l.mayBeCleaned(batchBaseOffset(b))); err != nil {
 			return pos, next, err
 		}
 		last := batchBaseOffset(b) + batchLastOffsetDelta(b)
@@ -364,14 +486,21 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 
 var errOffsetsBackwards = fmt.Errorf("%w: batch offsets out of order", ErrCorruptMessage)
 
+// mayBeCleaned reports whether the batch at offset may have been written
+// by the cleaner: the log is compacted, or was below the cleaner
+// checkpoint (a topic may stop being compacted).
+func (l *Log) mayBeCleaned(offset int64) bool {
+	return l.mu.cfg.Compact || offset < l.mu.cleanPoint
+}
+
 // checkScanned checks a batch read back from a segment: whole-batch checks
 // when validating, and always that offsets continue where the previous batch
-// ended (only compacted logs have gaps) and fit the segment's 32-bit
+// ended (only cleaned batches have gaps) and fit the segment's 32-bit
 // relative offsets. The offset check is what catches damage to baseOffset,
 // which the CRC does not cover.
-func checkScanned(b []byte, base, next int64, validate, gaps bool) error {
+func checkScanned(b []byte, base, next int64, validate, cleaned bool) error {
 	if validate {
-		if _, err := checkBatch(b, 0); err != nil {
+		if _, err := checkBatchAs(b, 0, cleaned); err != nil {
 			return err
 		}
 	} else if b[posMagic] != 2 {
@@ -379,7 +508,7 @@ func checkScanned(b []byte, base, next int64, validate, gaps bool) error {
 	}
 	first := batchBaseOffset(b)
 	last := first + batchLastOffsetDelta(b)
-	if first < next || (first > next && !gaps) || last < first || last-base > math.MaxInt32 {
+	if first < next || (first > next && !cleaned) || last < first || last-base > math.MaxInt32 {
 		return errOffsetsBackwards
 	}
 	return nil
@@ -476,7 +605,7 @@ func (l *Log) classifyDamage(segs []*segment, pos, next int64, reason error) err
 			return &CorruptError{File: s.path(logSuffix), Pos: pos, Reason: reason}
 		}
 	}
-	if found, err := validBatchAfter(s.log, pos, next); err != nil {
+	if found, err := validBatchAfter(s.log, pos, next, l.mayBeCleaned(next)); err != nil {
 		return err
 	} else if found >= 0 {
 		return &CorruptError{File: s.path(logSuffix), Pos: pos, Reason: fmt.Errorf("%w (a valid batch follows at %d)", reason, found)}
@@ -488,7 +617,7 @@ func (l *Log) classifyDamage(segs []*segment, pos, next int64, reason error) err
 // with offsets at or after next, and returns its position or -1. Cheap
 // checks (magic, a plausible base offset and length) rule out almost every
 // position before a CRC is computed.
-func validBatchAfter(f *os.File, pos, next int64) (int64, error) {
+func validBatchAfter(f *os.File, pos, next int64, cleaned bool) (int64, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return -1, err
@@ -518,7 +647,7 @@ func validBatchAfter(f *os.File, pos, next int64) (int64, error) {
 		if err != nil {
 			return -1, err
 		}
-		if _, err := checkBatch(b, 0); err == nil {
+		if _, err := checkBatchAs(b, 0, cleaned); err == nil {
 			return p, nil
 		}
 	}

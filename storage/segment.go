@@ -18,6 +18,8 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	deletedSuffix   = ".deleted"
+	cleanedSuffix   = ".cleaned" // a cleaner output being written
+	swapSuffix      = ".swap"    // a complete cleaner output about to replace segments
 )
 
 // segment is one .log file and its two sparse indexes, holding the batches
@@ -44,6 +46,11 @@ type segment struct {
 
 	dir string
 	log *os.File // open for the segment's whole life (Regions point at it)
+
+	// tmp is appended to the segment's file names while it is a cleaner
+	// output (cleanedSuffix, then swapSuffix); "" for every published
+	// segment.
+	tmp string
 
 	// maxTs is the largest batch maxTimestamp in the segment and maxTsOff the
 	// last offset of the batch carrying it; both -1 while there is none.
@@ -77,7 +84,7 @@ type segIndex struct {
 func segmentName(base int64, suffix string) string { return fmt.Sprintf("%020d%s", base, suffix) }
 
 func (s *segment) path(suffix string) string {
-	return filepath.Join(s.dir, segmentName(s.base, suffix))
+	return filepath.Join(s.dir, segmentName(s.base, suffix)+s.tmp)
 }
 
 // parseSegmentName returns the base offset of a "<20 digits>.log" name.
@@ -101,7 +108,13 @@ func newSegment(dir string, base int64, f *os.File) *segment {
 // createSegment makes a new empty active segment with preallocated, mapped
 // indexes. Leftover files of the same name (from a crash) are replaced.
 func createSegment(dir string, base int64, cfg Config) (*segment, error) {
+	return createSegmentAs(dir, base, cfg, "")
+}
+
+// createSegmentAs is createSegment for files named with the suffix tmp.
+func createSegmentAs(dir string, base int64, cfg Config, tmp string) (*segment, error) {
 	s := newSegment(dir, base, nil)
+	s.tmp = tmp
 	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
@@ -186,6 +199,11 @@ func (s *segment) mapReadOnly() error {
 	defer s.ix.Unlock()
 	if s.ix.mapped {
 		return nil
+	}
+	if s.deleted.Load() {
+		// Its files are renamed, and a cleaned segment may have taken its
+		// index names: never map by name again.
+		return errSegmentDeleted
 	}
 	offBuf, _, err := mapFile(s.path(indexSuffix), 0, false)
 	if err != nil {
@@ -289,10 +307,16 @@ func (s *segment) close() error {
 	return s.log.Close()
 }
 
+var errSegmentDeleted = errors.New("storage: segment deleted")
+
 // renameDeleted renames the segment's files to *.deleted; the open log
-// descriptor keeps working for in-flight Regions.
+// descriptor keeps working for in-flight Regions. deleted is set under the
+// index lock, so no reader maps the index files by name after this point
+// (a cleaned segment may reuse the names).
 func (s *segment) renameDeleted() error {
+	s.ix.Lock()
 	s.deleted.Store(true)
+	s.ix.Unlock()
 	var errs []error
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		err := os.Rename(s.path(suf), s.path(suf)+deletedSuffix)

@@ -1,0 +1,779 @@
+package storage
+
+// Log compaction (cleanup.policy=compact), done as Kafka's log cleaner does
+// it.
+//
+// A pass looks at the cleanable segments: every segment before the active
+// one that lies wholly below the high watermark, below the first offset of
+// an open transaction, below the durable recovery point (so recovery never
+// resumes inside a rewritten segment) and, with min.compaction.lag.ms, older
+// than that lag. Those below the cleaner checkpoint were cleaned before
+// ("clean"); the rest are "dirty".
+//
+//  1. Offset map: read the dirty segments and note, for every key, the
+//     offset of its latest record. The map is bounded (cleanerMapBytes);
+//     when it fills, the pass stops at that segment and leaves the rest
+//     dirty for the next pass.
+//  2. Clean every segment from the first up to where the map ends, in
+//     groups of consecutive segments that together fit one segment
+//     (segment.bytes, the index sizes, 32-bit relative offsets). A record
+//     stays if no later record has its key (offset >= map[key]); a
+//     tombstone (null value) stays until delete.retention.ms after the pass
+//     that first kept it (see below). Records without a key are invalid in
+//     a compacted topic (the produce path rejects them) and are dropped, as
+//     Kafka drops them. Batches keep their baseOffset, lastOffsetDelta,
+//     producer fields, leader epoch and maxTimestamp, and each kept record
+//     its offset delta, so every surviving record keeps its offset; a batch
+//     with records removed is re-encoded with its codec and a new CRC. A
+//     batch left with no records is dropped, unless it is the last one of
+//     its producer (idempotence state is rebuilt from it), which is kept
+//     empty, as Kafka keeps it. Transactional and control batches are kept
+//     whole and their keys are not mapped: without abort tracking the
+//     cleaner cannot tell a committed record from an aborted one, so it
+//     never lets one replace another (it may keep more than Kafka would,
+//     never less).
+//  3. Swap each group's output in, crash-safe: the output is written to
+//     "<base>.log.cleaned" (and .index.cleaned, .timeindex.cleaned) and
+//     fsynced, renamed to ".swap", then, under the log lock, the old
+//     segments are renamed to ".deleted" (their descriptors stay open for
+//     file.delete.delay.ms, for in-flight Regions), the ".swap" files take
+//     the final names and the new segment list is published. Recovery
+//     (completeSwaps) deletes ".cleaned" leftovers and finishes a ".swap":
+//     it replaces the segments whose base offsets it covers, as Kafka does.
+//     A crash at any point thus leaves the old segments or the new ones,
+//     and never loses the latest record of a key.
+//
+// Tombstones follow KIP-534: when a pass first keeps a batch holding
+// tombstones, it rewrites the batch with the delete-horizon attribute (bit
+// 6) and firstTimestamp = now + delete.retention.ms (records' timestamp
+// deltas are re-based on it, so their timestamps do not change). Passes
+// after that horizon drop the batch's tombstones. The earliest horizon is
+// kept in the cleaner checkpoint, so CompactionDue asks for a pass when it
+// passes even if nothing new was written.
+//
+// The log start offset, the log end offset, the high watermark, the leader
+// epoch file and the producer snapshots are not touched: no offset changes.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// CompactStats describes one Compact pass.
+type CompactStats struct {
+	FirstDirty int64 // first offset not cleaned before this pass
+	CleanedTo  int64 // offsets below it are now cleaned (the cleaner checkpoint)
+	Keys       int   // distinct keys in the offset map
+
+	SegmentsRead     int   // segments filtered
+	SegmentsReplaced int   // old segments swapped out
+	SegmentsWritten  int   // cleaned segments swapped in
+	BytesRead        int64 // size of the segments filtered
+	BytesReplaced    int64 // size of the segments swapped out
+	BytesWritten     int64 // size of the segments swapped in
+
+	Records           int64 // records read in the filtered segments
+	RecordsKept       int64
+	TombstonesRemoved int64 // tombstones dropped because their delete horizon passed
+}
+
+// cleanerCheckpointFile holds "<cleanedTo> <deleteHorizonMs>": offsets
+// below cleanedTo may have been compacted (recovery then admits offset gaps
+// and batches with fewer records than their offset span), and the earliest
+// delete horizon of a kept tombstone (math.MaxInt64 when none).
+const cleanerCheckpointFile = "cleaner-offset-checkpoint"
+
+// cleanerMapBytes bounds one pass's offset map (Kafka's
+// log.cleaner.dedupe.buffer.size); a variable so tests can lower it.
+var cleanerMapBytes int64 = 128 << 20
+
+// mapEntryOverhead approximates what a map entry costs beyond its key.
+const mapEntryOverhead = 64
+
+var errBadRecordEncoding = fmt.Errorf("%w: malformed record in batch", ErrCorruptMessage)
+
+// errSegmentGone stops a pass whose segments retention deleted meanwhile.
+var errSegmentGone = errors.New("storage: segment deleted during compaction")
+
+// Compact runs one cleaning pass over the inactive segments of a log whose
+// Config.Compact is set (see the top of compact.go); it does nothing for
+// other logs. nowMs is the clock tombstone horizons are measured with.
+// Reads and appends go on meanwhile: the filtering runs without the log
+// lock, which is taken only to swap a group of segments in.
+func (l *Log) Compact(nowMs int64) (CompactStats, error) {
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
+	p, err := l.plan(nowMs)
+	st := CompactStats{FirstDirty: p.firstDirty, CleanedTo: p.point}
+	if err != nil || !p.cfg.Compact || len(p.segs) == 0 {
+		return st, err
+	}
+	if p.dirty == len(p.segs) && p.horizon > nowMs {
+		return st, nil // nothing new, and no tombstone is due
+	}
+	f := &batchFilter{now: nowMs, deleteRetentionMs: p.cfg.DeleteRetentionMs, horizon: math.MaxInt64}
+	upto, err := l.buildOffsetMap(&p, f, &st)
+	if err != nil {
+		return st, quietIfGone(err)
+	}
+	st.CleanedTo = max(p.point, p.segEnd(upto-1))
+	// Admit compacted batches in recovery before any exists.
+	if err := writeCleanerCheckpoint(l.dir, st.CleanedTo, p.horizon); err != nil {
+		return st, err
+	}
+	l.setCleanerState(st.CleanedTo, p.horizon)
+	f.lastOfProducer = l.producers.lastOffsets()
+	done, n := p.point, 0 // offsets below done are cleaned, by the first n segments
+	for _, g := range groupSegments(&p, upto) {
+		if err := l.cleanGroup(&p, g, f, &st); err != nil {
+			// Keep what was cleaned; the rest stays dirty for the next
+			// pass. Earlier horizons may still be pending further on.
+			st.CleanedTo = max(p.point, done)
+			err = errors.Join(quietIfGone(err), writeCleanerCheckpoint(l.dir, st.CleanedTo, min(p.horizon, f.horizon)))
+			l.setCleanerState(st.CleanedTo, min(p.horizon, f.horizon))
+			return st, err
+		}
+		n += len(g)
+		done = max(done, p.next[n-1])
+	}
+	if err := writeCleanerCheckpoint(l.dir, st.CleanedTo, f.horizon); err != nil {
+		return st, err
+	}
+	l.setCleanerState(st.CleanedTo, f.horizon)
+	return st, nil
+}
+
+// CompactionDue reports whether Compact has work worth a pass: the log is
+// compacted and either its dirty ratio (bytes of dirty cleanable segments
+// over bytes of all cleanable segments) reached min.cleanable.dirty.ratio,
+// or the delete horizon of a kept tombstone has passed. It only looks at
+// segment sizes, so it is cheap to call often.
+func (l *Log) CompactionDue(nowMs int64) bool {
+	p, err := l.plan(nowMs)
+	if err != nil || !p.cfg.Compact || len(p.segs) == 0 {
+		return false
+	}
+	var clean, dirty int64
+	for i, s := range p.segs {
+		if i < p.dirty {
+			clean += s.size.Load()
+		} else {
+			dirty += s.size.Load()
+		}
+	}
+	if dirty > 0 && float64(dirty) >= p.cfg.MinCleanableDirtyRatio*float64(clean+dirty) {
+		return true
+	}
+	return p.horizon <= nowMs
+}
+
+// DirtyRatio is the share of the cleanable bytes not cleaned yet, the
+// figure CompactionDue compares with min.cleanable.dirty.ratio (0 for an
+// empty or uncompacted log).
+func (l *Log) DirtyRatio(nowMs int64) float64 {
+	p, err := l.plan(nowMs)
+	if err != nil || len(p.segs) == 0 {
+		return 0
+	}
+	var clean, dirty int64
+	for i, s := range p.segs {
+		if i < p.dirty {
+			clean += s.size.Load()
+		} else {
+			dirty += s.size.Load()
+		}
+	}
+	if clean+dirty == 0 {
+		return 0
+	}
+	return float64(dirty) / float64(clean+dirty)
+}
+
+func quietIfGone(err error) error {
+	if errors.Is(err, errSegmentGone) {
+		return nil // retention got there first; the next pass starts over
+	}
+	return err
+}
+
+// cleanPlan is what a pass may clean, captured at its start.
+type cleanPlan struct {
+	cfg Config
+	// segs are the cleanable segments, oldest first; next is the base of
+	// the segment after each (next[i] ends segs[i]).
+	segs []*segment
+	next []int64
+	// dirty is the index of the first segment not cleaned yet; segs[dirty:]
+	// are dirty. firstDirty is the offset where the dirty part starts.
+	dirty      int
+	firstDirty int64
+	point      int64 // the cleaner checkpoint
+	horizon    int64 // earliest delete horizon of a kept tombstone
+}
+
+// segEnd is the offset that ends segs[i] (the next segment's base).
+func (p *cleanPlan) segEnd(i int) int64 {
+	if i < 0 {
+		return 0
+	}
+	return p.next[i]
+}
+
+// plan finds the cleanable segments. Lock order: flushMu and mu are taken
+// one after the other, never nested here.
+func (l *Log) plan(nowMs int64) (cleanPlan, error) {
+	l.flushMu.Lock()
+	rpBase := l.flushed.diskRP.base // 0 (nothing cleanable) until a checkpoint exists
+	l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := cleanPlan{cfg: l.mu.cfg, point: l.mu.cleanPoint, horizon: l.mu.cleanHorizon}
+	if err := l.appendableLocked(); err != nil {
+		return p, err
+	}
+	all := l.segs.Load().segs
+	hw := l.hw.load().off
+	unstable := l.producers.firstUnstable()
+	start := max(p.point, l.logStart.Load())
+	p.firstDirty = start
+	lag := p.cfg.MinCompactionLagMs
+	p.dirty = -1
+	for i := 0; i+1 < len(all); i++ {
+		s, next := all[i], all[i+1].base
+		if next > hw || next > unstable || s.base >= rpBase || (lag > 0 && s.largestTimestamp() > nowMs-lag) {
+			break
+		}
+		if p.dirty < 0 && next > start {
+			p.dirty = i
+			p.firstDirty = max(start, s.base)
+		}
+		p.segs = append(p.segs, s)
+		p.next = append(p.next, next)
+	}
+	if p.dirty < 0 {
+		p.dirty = len(p.segs)
+	}
+	return p, nil
+}
+
+// setCleanerState publishes the checkpoint's values.
+func (l *Log) setCleanerState(point, horizon int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.cleanPoint, l.mu.cleanHorizon = point, horizon
+}
+
+// buildOffsetMap maps every key of the dirty segments to the offset of its
+// latest record, segment by segment until the map is full. It returns the
+// index of the first segment the map does not cover: the pass cleans the
+// segments before it.
+func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (int, error) {
+	f.keys = make(map[string]int64)
+	var mem int64
+	upto := p.dirty
+	for i := p.dirty; i < len(p.segs) && (i == p.dirty || mem < cleanerMapBytes); i++ {
+		err := l.eachBatch(p.segs[i], func(b []byte, h *BatchHeader) error {
+			if h.IsControl() || h.IsTransactional() {
+				return nil
+			}
+			raw, err := f.records(b, h)
+			if err != nil {
+				return err
+			}
+			for len(raw) > 0 {
+				r, n, err := nextRecord(raw)
+				if err != nil {
+					return err
+				}
+				raw = raw[n:]
+				if !r.hasKey {
+					continue
+				}
+				if _, ok := f.keys[string(r.key)]; !ok {
+					mem += int64(len(r.key)) + mapEntryOverhead
+				}
+				f.keys[string(r.key)] = h.BaseOffset + int64(r.offsetDelta)
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		upto = i + 1
+	}
+	st.Keys = len(f.keys)
+	return upto, nil
+}
+
+// eachBatch calls fn with every batch of a sealed segment, checked as
+// recovery checks it (a cleaner must not launder a bad CRC into a fresh
+// one). A failure names the segment file and position.
+func (l *Log) eachBatch(s *segment, fn func(b []byte, h *BatchHeader) error) error {
+	size := s.size.Load()
+	r := chunkReader{f: s.log, size: size}
+	r.mapForScan(0)
+	defer r.unmap()
+	for pos := int64(0); pos < size; {
+		if l.closed.Load() {
+			return ErrClosed
+		}
+		b, err := r.batchAt(pos)
+		if err == nil {
+			_, err = checkBatchAs(b, 0, true)
+		}
+		if err != nil && s.deleted.Load() {
+			return errSegmentGone // its descriptor was closed under us
+		}
+		var h BatchHeader
+		if err == nil {
+			h, _ = ParseBatchHeader(b)
+			err = fn(b, &h)
+		}
+		if errors.Is(err, ErrCorruptMessage) || errors.Is(err, ErrInvalidRecord) {
+			return &CorruptError{File: s.path(logSuffix), Pos: pos, Reason: err}
+		} else if err != nil {
+			return err
+		}
+		pos += int64(len(b))
+	}
+	return nil
+}
+
+// groupSegments splits segs[:upto] into runs of consecutive segments whose
+// cleaned output fits one segment: Kafka's groupSegmentsBySize.
+func groupSegments(p *cleanPlan, upto int) [][]*segment {
+	maxLog := min(p.cfg.SegmentBytes, maxRel)
+	var groups [][]*segment
+	for i := 0; i < upto; {
+		s := p.segs[i]
+		logSize, offSize, timSize := s.size.Load(), s.fileSize(indexSuffix), s.fileSize(timeIndexSuffix)
+		j := i + 1
+		for ; j < upto; j++ {
+			t := p.segs[j]
+			logSize += t.size.Load()
+			offSize += t.fileSize(indexSuffix)
+			timSize += t.fileSize(timeIndexSuffix)
+			if logSize > maxLog || offSize > p.cfg.offsetIndexCap() || timSize > p.cfg.timeIndexCap()-timeEntrySize ||
+				p.next[j]-1-s.base > math.MaxInt32 {
+				break
+			}
+		}
+		groups = append(groups, p.segs[i:j])
+		i = j
+	}
+	return groups
+}
+
+// cleanGroup filters a group of segments into one new segment and swaps it
+// in. A group of one segment in which nothing changes is left alone.
+func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *CompactStats) error {
+	out, err := createSegmentAs(l.dir, group[0].base, p.cfg, cleanedSuffix)
+	if err != nil {
+		return err
+	}
+	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.log, 1<<20), interval: p.cfg.IndexIntervalBytes}
+	changed := len(group) > 1
+	var before int64
+	for _, s := range group {
+		before += s.size.Load()
+		err := l.eachBatch(s, func(b []byte, h *BatchHeader) error {
+			kept, c, err := f.filter(b, h, st)
+			changed = changed || c
+			if err != nil || kept == nil {
+				return err
+			}
+			return w.add(kept)
+		})
+		if err != nil {
+			out.discard()
+			return err
+		}
+	}
+	st.SegmentsRead += len(group)
+	st.BytesRead += before
+	if !changed {
+		out.discard()
+		return nil
+	}
+	last := group[len(group)-1]
+	if err := w.finish(last.mtimeMs); err != nil {
+		out.discard()
+		return err
+	}
+	if err := l.hook("cleaned"); err != nil {
+		out.close()
+		return err
+	}
+	if err := out.renameTmp(swapSuffix); err != nil {
+		out.discard()
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		out.discard()
+		return err
+	}
+	if err := l.hook("swap"); err != nil {
+		out.close()
+		return err
+	}
+	out.lastOff.Store(last.lastOff.Load())
+	return l.swapIn(group, out, before, st)
+}
+
+// swapIn replaces group with out in the segment list and on disk. See the
+// top of the file for the order of the renames and why it is crash-safe.
+func (l *Log) swapIn(group []*segment, out *segment, before int64, st *CompactStats) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.appendableLocked(); err != nil {
+		out.discard()
+		return err
+	}
+	cur := l.segs.Load().segs
+	j := slices.Index(cur, group[0])
+	if j < 0 || j+len(group) > len(cur) || !slices.Equal(cur[j:j+len(group)], group) {
+		out.discard() // retention deleted some of them meanwhile
+		return errSegmentGone
+	}
+	for i, s := range group {
+		if err := s.renameDeleted(); err != nil {
+			l.setErrLocked(err) // the directory is half swapped; a restart finishes it
+			return l.mu.err
+		}
+		if err := l.hook(fmt.Sprintf("deleted %d", i)); err != nil {
+			out.close()
+			return err
+		}
+	}
+	if err := out.renameTmp(""); err != nil {
+		l.setErrLocked(err)
+		return l.mu.err
+	}
+	l.segs.Store(newSegList(slices.Concat(cur[:j], []*segment{out}, cur[j+len(group):])))
+	l.size.Add(out.size.Load() - before)
+	st.SegmentsReplaced += len(group)
+	st.SegmentsWritten++
+	st.BytesReplaced += before
+	st.BytesWritten += out.size.Load()
+	err := syncDir(l.dir)
+	delay := time.Duration(l.mu.cfg.FileDeleteDelayMs) * time.Millisecond
+	for _, s := range group {
+		if delay <= 0 {
+			s.removeDeleted()
+		} else {
+			time.AfterFunc(delay, s.removeDeleted)
+		}
+	}
+	if err != nil {
+		l.setErrLocked(err)
+		return l.mu.err
+	}
+	return nil
+}
+
+// hook lets tests stop a pass at a named stage, as a crash would.
+func (l *Log) hook(stage string) error {
+	if l.compactHook == nil {
+		return nil
+	}
+	return l.compactHook(stage)
+}
+
+// cleanedWriter writes a cleaner output segment and its indexes, which are
+// built as appends build them.
+type cleanedWriter struct {
+	s        *segment
+	w        *bufio.Writer
+	interval int32
+}
+
+func (w *cleanedWriter) add(b []byte) error {
+	s := w.s
+	pos := s.size.Load()
+	interval := w.interval
+	if s.ix.off.full(1) {
+		// The index is sparse: skipping entries costs longer scans, while
+		// writing past its end would fault.
+		interval = math.MaxInt32
+	}
+	s.trackBatch(pos, int64(len(b)), batchBaseOffset(b)+batchLastOffsetDelta(b), batchMaxTimestamp(b), interval)
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	s.size.Store(pos + int64(len(b)))
+	return nil
+}
+
+// finish makes the output durable and seals its indexes. The log file
+// keeps the modification time of the group's last segment, which
+// retention.ms falls back on for batches without timestamps.
+func (w *cleanedWriter) finish(mtimeMs int64) error {
+	s := w.s
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	s.publishIndexes()
+	s.finalTimeEntry()
+	s.mtimeMs = mtimeMs
+	mtime := time.UnixMilli(mtimeMs)
+	if err := os.Chtimes(s.path(logSuffix), mtime, mtime); err != nil {
+		return err
+	}
+	if err := s.log.Sync(); err != nil {
+		return err
+	}
+	return s.seal()
+}
+
+// renameTmp renames the segment's files from its current suffix to tmp:
+// the indexes first, the log last, so that a ".log" + tmp file implies
+// complete indexes next to it.
+func (s *segment) renameTmp(tmp string) error {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		if err := os.Rename(s.path(suf), filepath.Join(s.dir, segmentName(s.base, suf)+tmp)); err != nil {
+			return err
+		}
+	}
+	s.tmp = tmp
+	return nil
+}
+
+// discard closes an unpublished cleaner output and removes its files,
+// under either temporary name.
+func (s *segment) discard() {
+	s.close()
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+		for _, tmp := range []string{cleanedSuffix, swapSuffix} {
+			os.Remove(filepath.Join(s.dir, segmentName(s.base, suf)+tmp))
+		}
+	}
+}
+
+// batchFilter decides what of each batch a pass keeps.
+type batchFilter struct {
+	now               int64
+	deleteRetentionMs int64
+	keys              map[string]int64 // key → offset of its latest record in the mapped range
+	lastOfProducer    map[int64]int64  // producer id → its last offset in the log
+	// horizon is the earliest delete horizon among the batches kept with
+	// tombstones, math.MaxInt64 if none.
+	horizon int64
+
+	raw, recs, out []byte     // scratch
+	kept           []cleanRec // scratch
+	decoded        []cleanRec // scratch
+}
+
+// cleanRec is one record of a batch being filtered.
+type cleanRec struct {
+	whole       []byte // the record, its length prefix included
+	attrs       byte
+	tsDelta     int64
+	rest        []byte // from offsetDelta to the end, kept verbatim on re-encoding
+	offsetDelta int32
+	key         []byte
+	hasKey      bool
+	tombstone   bool // null value
+}
+
+// nextRecord decodes the record at the start of b and returns it with its
+// size:
+//
+//	length varint | attributes int8 | timestampDelta varlong |
+//	offsetDelta varint | keyLength varint | key | valueLength varint | …
+func nextRecord(b []byte) (r cleanRec, n int, err error) {
+	size, used := binary.Varint(b)
+	if used <= 0 || size < 1 || size > int64(len(b)-used) {
+		return r, 0, errBadRecordEncoding
+	}
+	n = used + int(size)
+	r.whole = b[:n]
+	r.attrs = b[used]
+	p := b[used+1 : n]
+	var v int64
+	if v, p, err = varint(p); err != nil {
+		return r, 0, err
+	}
+	r.tsDelta, r.rest = v, p
+	if v, p, err = varint(p); err != nil || v < 0 || v > math.MaxInt32 {
+		return r, 0, errBadRecordEncoding
+	}
+	r.offsetDelta = int32(v)
+	if v, p, err = varint(p); err != nil || v < -1 || v > int64(len(p)) {
+		return r, 0, errBadRecordEncoding
+	}
+	if v >= 0 {
+		r.key, r.hasKey, p = p[:v], true, p[v:]
+	}
+	if v, p, err = varint(p); err != nil || v < -1 || v > int64(len(p)) {
+		return r, 0, errBadRecordEncoding
+	}
+	r.tombstone = v < 0
+	return r, n, nil
+}
+
+func varint(b []byte) (int64, []byte, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, nil, errBadRecordEncoding
+	}
+	return v, b[n:], nil
+}
+
+// records returns the uncompressed records section of batch b.
+func (f *batchFilter) records(b []byte, h *BatchHeader) ([]byte, error) {
+	body := b[BatchHeaderLen:h.Size()]
+	if h.Compression() == CodecNone {
+		return body, nil
+	}
+	raw, err := Decompress(f.raw[:0], h.Compression(), body, DefaultDecompressLimit)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot decompress: %v", ErrCorruptMessage, err)
+	}
+	f.raw = raw
+	return raw, nil
+}
+
+// filter returns what stays of batch b: b itself (changed false) when it
+// stays whole, a rewritten batch (valid until the next call) when some of
+// its records go or its tombstones get their delete horizon, nil when all
+// of it goes.
+func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept []byte, changed bool, err error) {
+	if h.IsControl() || h.IsTransactional() {
+		st.Records += int64(h.NumRecords)
+		st.RecordsKept += int64(h.NumRecords)
+		return b, false, nil
+	}
+	raw, err := f.records(b, h)
+	if err != nil {
+		return nil, false, err
+	}
+	hadHorizon := h.Attributes&attrDeleteHorizon != 0
+	expired := hadHorizon && f.now >= h.FirstTimestamp
+	f.decoded, f.kept = f.decoded[:0], f.kept[:0]
+	tombstones := false
+	for len(raw) > 0 {
+		r, n, err := nextRecord(raw)
+		if err != nil {
+			return nil, false, err
+		}
+		raw = raw[n:]
+		f.decoded = append(f.decoded, r)
+		off := h.BaseOffset + int64(r.offsetDelta)
+		if latest, ok := f.keys[string(r.key)]; !r.hasKey || (ok && off < latest) {
+			continue
+		}
+		if r.tombstone && expired {
+			st.TombstonesRemoved++
+			continue
+		}
+		tombstones = tombstones || r.tombstone
+		f.kept = append(f.kept, r)
+	}
+	if len(f.decoded) != int(h.NumRecords) {
+		return nil, false, errBadLastOffsetDelta
+	}
+	st.Records += int64(len(f.decoded))
+	st.RecordsKept += int64(len(f.kept))
+	if len(f.kept) == 0 {
+		if !h.HasProducerID() || f.lastOfProducer[h.ProducerID] != h.LastOffset() {
+			return nil, true, nil
+		}
+		if h.NumRecords == 0 && !hadHorizon {
+			return b, false, nil // already the empty last batch of its producer
+		}
+		kept, err = f.rebuild(b, h, h.FirstTimestamp, false, false)
+		return kept, true, err
+	}
+	if len(f.kept) == len(f.decoded) && tombstones == hadHorizon {
+		if hadHorizon {
+			f.horizon = min(f.horizon, h.FirstTimestamp)
+		}
+		return b, false, nil
+	}
+	base, reencode := h.FirstTimestamp, false
+	switch {
+	case tombstones && !hadHorizon:
+		base, reencode = f.now+min(f.deleteRetentionMs, math.MaxInt64-f.now), true
+	case !tombstones && hadHorizon:
+		base, reencode = h.FirstTimestamp+f.kept[0].tsDelta, true
+	}
+	if tombstones {
+		f.horizon = min(f.horizon, base)
+	}
+	kept, err = f.rebuild(b, h, base, reencode, tombstones)
+	return kept, true, err
+}
+
+// rebuild encodes the kept records as a new batch with the header of b:
+// same base offset, lastOffsetDelta, producer fields, leader epoch and
+// maxTimestamp; firstTimestamp base (re-basing the records' timestamp
+// deltas if reencode); the delete-horizon bit if horizon. An empty batch
+// is written uncompressed.
+func (f *batchFilter) rebuild(b []byte, h *BatchHeader, base int64, reencode, horizon bool) ([]byte, error) {
+	f.recs = f.recs[:0]
+	for _, r := range f.kept {
+		if !reencode {
+			f.recs = append(f.recs, r.whole...)
+			continue
+		}
+		ts := h.FirstTimestamp + r.tsDelta - base
+		f.recs = binary.AppendVarint(f.recs, int64(1+varintSize(ts)+len(r.rest)))
+		f.recs = append(f.recs, r.attrs)
+		f.recs = binary.AppendVarint(f.recs, ts)
+		f.recs = append(f.recs, r.rest...)
+	}
+	codec := h.Compression()
+	if len(f.kept) == 0 {
+		codec = CodecNone
+	}
+	out, err := Compress(append(f.out[:0], b[:BatchHeaderLen]...), codec, f.recs)
+	if err != nil {
+		return nil, err
+	}
+	f.out = out
+	attrs := uint16(h.Attributes) &^ (attrCompressionMask | attrDeleteHorizon)
+	attrs |= uint16(codec)
+	if horizon {
+		attrs |= attrDeleteHorizon
+	}
+	be := binary.BigEndian
+	be.PutUint32(out[posLength:], uint32(len(out)-logOverhead))
+	be.PutUint16(out[posAttributes:], attrs)
+	be.PutUint64(out[posFirstTimestamp:], uint64(base))
+	be.PutUint32(out[posNumRecords:], uint32(len(f.kept)))
+	be.PutUint32(out[posCRC:], crc32.Checksum(out[posAttributes:], castagnoli))
+	return out, nil
+}
+
+// varintSize is the size of v as a zig-zag varint.
+func varintSize(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+func writeCleanerCheckpoint(dir string, point, horizon int64) error {
+	return writeFileAtomic(dir, cleanerCheckpointFile, formatCheckpoint([][]int64{{point, horizon}}))
+}
+
+// readCleanerCheckpoint returns (0, MaxInt64) when there is none.
+func readCleanerCheckpoint(dir string) (point, horizon int64, err error) {
+	rows, err := readCheckpoint(filepath.Join(dir, cleanerCheckpointFile), 2)
+	if err != nil || len(rows) != 1 {
+		return 0, math.MaxInt64, err
+	}
+	return rows[0][0], rows[0][1], nil
+}
