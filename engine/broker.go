@@ -59,8 +59,9 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 		b.closeTopics()
 		return nil, err
 	}
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.housekeeping()
+	go b.logCleaner() // log_cleaner.go
 	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.topics.byName))
 	return b, nil
 }

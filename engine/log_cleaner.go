@@ -1,0 +1,73 @@
+package engine
+
+// The log cleaner compacts the partitions of topics with
+// cleanup.policy=compact (__consumer_offsets among them), as Kafka's
+// LogCleaner threads do: every log.cleaner.backoff.ms it asks each
+// compacted partition whether a pass is due (its dirty ratio reached
+// min.cleanable.dirty.ratio, or a kept tombstone's delete.retention.ms ran
+// out) and cleans those that are, one at a time. It runs on its own
+// goroutine because a pass reads and rewrites whole segments; rolls,
+// flushes and retention stay on the housekeeping loop and are not held up.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sluice-broker/sluice/storage"
+)
+
+// cleanerBackoff is Kafka's log.cleaner.backoff.ms default.
+const cleanerBackoff = 15 * time.Second
+
+func (b *Broker) logCleaner() {
+	defer b.wg.Done()
+	tick := time.NewTicker(cleanerBackoff)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.closing:
+			return
+		case now := <-tick.C:
+			b.compactLogs(now.UnixMilli())
+		}
+	}
+}
+
+// compactLogs runs a pass on every compacted partition that is due and
+// returns how many it cleaned. It stops between partitions when the broker
+// closes (a pass in progress stops when its log is closed).
+func (b *Broker) compactLogs(nowMs int64) int {
+	cleaned := 0
+	for _, t := range b.Topics() {
+		if !t.Settings().Log.Compact {
+			continue
+		}
+		for _, p := range t.Partitions() {
+			select {
+			case <-b.closing:
+				return cleaned
+			default:
+			}
+			if !p.Log.CompactionDue(nowMs) {
+				continue
+			}
+			st, err := p.Log.Compact(nowMs)
+			if err != nil {
+				if !errors.Is(err, storage.ErrClosed) {
+					b.log.Error("log compaction failed", "topic", t.Name, "partition", p.Index, "err", err)
+				}
+				continue
+			}
+			cleaned++
+			b.log.Info("log compacted", "topic", t.Name, "partition", p.Index,
+				"cleaned_to", st.CleanedTo, "keys", st.Keys, "segments", st.SegmentsReplaced, "into", st.SegmentsWritten,
+				"bytes", st.BytesReplaced, "bytes_after", st.BytesWritten, "records", st.Records, "kept", st.RecordsKept,
+				"tombstones_removed", st.TombstonesRemoved)
+		}
+	}
+	return cleaned
+}
+
+// CompactLogsNow runs one log-cleaner round now, as the cleaner loop does,
+// and returns how many partitions it cleaned (tests and admin tools).
+func (b *Broker) CompactLogsNow() int { return b.compactLogs(time.Now().UnixMilli()) }
