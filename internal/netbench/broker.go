@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,14 @@ func serveMain(backend, dataDir string, loops, workers int, accept string) error
 		return err
 	}
 	fmt.Printf("ADDR %s %s\n", srv.Addr(), srv.Net())
+	if path := os.Getenv("NETBENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
@@ -52,9 +61,10 @@ type brokerProc struct {
 	batchSize int // of the fetch topic, once loaded
 }
 
-func startBroker(name, backend, dataDir string, loops, workers int, accept string) (*brokerProc, error) {
+func startBroker(name, backend, dataDir string, loops, workers int, accept string, env []string) (*brokerProc, error) {
 	cmd := exec.Command(os.Args[0], "-serve", "-net", backend, "-data", dataDir,
 		"-loops", strconv.Itoa(loops), "-workers", strconv.Itoa(workers), "-accept", accept)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

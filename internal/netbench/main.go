@@ -8,7 +8,8 @@
 //
 // A broker spec is a backend name with optional modifiers:
 // "uring:handoff" (accept-and-hand-off instead of SO_REUSEPORT),
-// "epoll:workers=2" (ConnHandler.Serve on 2 worker goroutines).
+// "epoll:workers=2" (ConnHandler.Serve on 2 worker goroutines),
+// "std:env=GOGC=200" (an environment variable for the broker).
 package main
 
 import (
@@ -85,7 +86,7 @@ func (s samples) median(key string) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func parseSpec(spec string) (backend, accept string, workers int) {
+func parseSpec(spec string) (backend, accept string, workers int, env []string) {
 	parts := strings.Split(spec, ":")
 	backend = parts[0]
 	for _, p := range parts[1:] {
@@ -94,6 +95,8 @@ func parseSpec(spec string) (backend, accept string, workers int) {
 			accept = p
 		case strings.HasPrefix(p, "workers="):
 			workers, _ = strconv.Atoi(strings.TrimPrefix(p, "workers="))
+		case strings.HasPrefix(p, "env="):
+			env = append(env, strings.TrimPrefix(p, "env="))
 		}
 	}
 	return
@@ -112,8 +115,8 @@ func run(cfg runConfig, specs []string) error {
 		}
 	}()
 	for i, spec := range specs {
-		backend, accept, workers := parseSpec(spec)
-		b, err := startBroker(spec, backend, fmt.Sprintf("%s/b%d", tmp, i), 0, workers, accept)
+		backend, accept, workers, env := parseSpec(spec)
+		b, err := startBroker(spec, backend, fmt.Sprintf("%s/b%d", tmp, i), 0, workers, accept, env)
 		if err != nil {
 			return err
 		}
@@ -151,12 +154,13 @@ func run(cfg runConfig, specs []string) error {
 			for r := 0; r < cfg.reps; r++ {
 				for _, api := range apis {
 					for _, b := range bs {
-						v, err := rate(fdsBy[b], api.req, 500*time.Millisecond, cfg.d)
+						v, cpu, err := rate(b, fdsBy[b], api.req, 500*time.Millisecond, cfg.d)
 						if err != nil {
 							return fmt.Errorf("%s %s x%d: %w", b.name, api.name, n, err)
 						}
 						res.add(key(b, api.name, n), v)
-						note("%-16s %-12s conns=%-6d %10.0f req/s", b.name, api.name, n, v)
+						res.add(key(b, api.name+"cpu", n), float64(cpu.Nanoseconds())/1000)
+						note("%-16s %-12s conns=%-6d %10.0f req/s %6.1f µs CPU/req", b.name, api.name, n, v, float64(cpu.Nanoseconds())/1000)
 					}
 				}
 			}
@@ -174,7 +178,7 @@ func run(cfg runConfig, specs []string) error {
 			continue
 		}
 		for _, b := range bs {
-			before := b.rss()
+			before, t0 := b.rss(), time.Now()
 			fds, err := dialAll(b.addr, n)
 			if err != nil {
 				return fmt.Errorf("%s: dial %d: %w", b.name, n, err)
@@ -183,6 +187,9 @@ func run(cfg runConfig, specs []string) error {
 				closeFds(fds)
 				return fmt.Errorf("%s: warm: %w", b.name, err)
 			}
+			setup := time.Since(t0)
+			res.add(key(b, "setup", n), setup.Seconds())
+			note("%-16s %d connections opened and served once in %v", b.name, n, setup.Round(time.Millisecond))
 			time.Sleep(2 * time.Second)
 			perConn := float64(b.rss()-before) / float64(n)
 			res.add(key(b, "idle", n), perConn)
@@ -190,13 +197,14 @@ func run(cfg runConfig, specs []string) error {
 			if !cfg.skip["small"] {
 				for r := 0; r < cfg.reps; r++ {
 					for _, api := range apis {
-						v, err := rate(fds, api.req, time.Second, cfg.d)
+						v, cpu, err := rate(b, fds, api.req, time.Second, cfg.d)
 						if err != nil {
 							closeFds(fds)
 							return fmt.Errorf("%s %s x%d: %w", b.name, api.name, n, err)
 						}
 						res.add(key(b, api.name, n), v)
-						note("%-16s %-12s conns=%-6d %10.0f req/s", b.name, api.name, n, v)
+						res.add(key(b, api.name+"cpu", n), float64(cpu.Nanoseconds())/1000)
+						note("%-16s %-12s conns=%-6d %10.0f req/s %6.1f µs CPU/req", b.name, api.name, n, v, float64(cpu.Nanoseconds())/1000)
 					}
 				}
 			}
@@ -213,7 +221,8 @@ func run(cfg runConfig, specs []string) error {
 					return fmt.Errorf("%s produce: %w", b.name, err)
 				}
 				res.add(key(b, "produce", 0), v.MBps)
-				note("%-16s produce %8.0f MB/s", b.name, v.MBps)
+				res.add(key(b, "producecpu", 0), v.CPUms)
+				note("%-16s produce %8.0f MB/s, broker CPU %.0f ms/GB", b.name, v.MBps, v.CPUms)
 			}
 		}
 	}

@@ -33,6 +33,18 @@ func report(w io.Writer, cfg runConfig, bs []*brokerProc, res samples) {
 			}
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "Broker CPU time per request, µs (user+system of the broker process; less sensitive to other load than the rate):\n\n")
+		head(append([]string{"request", "connections"}, names...)...)
+		for _, api := range []string{"ApiVersions", "Metadata"} {
+			for _, n := range cfg.conns {
+				row := []string{api, fmt.Sprint(n)}
+				for _, b := range bs {
+					row = append(row, fmt.Sprintf("%.1f", res.median(key(b, api+"cpu", n))))
+				}
+				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	head(append([]string{"figure"}, names...)...)
 	line := func(label, what string, n int, format string, scale float64) {
@@ -49,9 +61,11 @@ func report(w io.Writer, cfg runConfig, bs []*brokerProc, res samples) {
 	for _, n := range cfg.conns {
 		if n > 1000 {
 			line(fmt.Sprintf("memory per idle connection (RSS, %d conns)", n), "idle", n, "%.1f KiB", 1.0/1024)
+			line(fmt.Sprintf("open %d connections + one ApiVersions each", n), "setup", n, "%.2f s", 1)
 		}
 	}
 	line("produce MB/s (1 MB batches, acks=1, 2 conns)", "produce", 0, "%.0f", 1)
+	line("broker CPU per GB produced", "producecpu", 0, "%.0f ms", 1)
 	line("fetch MB/s (8 MB responses, page cache, 2 conns)", "fetch", 0, "%.0f", 1)
 	line("raw loopback sendfile MB/s, same bytes, same run", "raw", 0, "%.0f", 1)
 	line("fetch ÷ raw sendfile", "ratio", 0, "%.2f", 1)

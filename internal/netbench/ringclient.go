@@ -216,11 +216,11 @@ func (rc *ringClient) complete(cqe *uring.CQE, stop bool) {
 }
 
 // rate runs the closed loops for warm-up + d and returns responses per
-// second over d.
-func rate(fds []int, req []byte, warm, d time.Duration) (float64, error) {
+// second over d and the broker's CPU time per response.
+func rate(b *brokerProc, fds []int, req []byte, warm, d time.Duration) (float64, time.Duration, error) {
 	rc, err := newRingClient(fds, req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer rc.ring.Close()
 	for _, c := range rc.conns {
@@ -230,11 +230,11 @@ func rate(fds []int, req []byte, warm, d time.Duration) (float64, error) {
 	for time.Since(start) < warm && rc.err == nil {
 		rc.step(false)
 	}
-	base, t0 := rc.count, time.Now()
+	base, t0, cpu0 := rc.count, time.Now(), b.cpu()
 	for time.Since(t0) < d && rc.err == nil {
 		rc.step(false)
 	}
-	done, el := rc.count-base, time.Since(t0)
+	done, el, cpu := rc.count-base, time.Since(t0), b.cpu()-cpu0
 	// Let in-flight requests finish so the connections can be reused.
 	inflight := int64(len(fds))
 	target := rc.count + inflight
@@ -243,7 +243,7 @@ func rate(fds []int, req []byte, warm, d time.Duration) (float64, error) {
 		rc.step(true)
 	}
 	if rc.err != nil {
-		return 0, rc.err
+		return 0, 0, rc.err
 	}
-	return float64(done) / el.Seconds(), nil
+	return float64(done) / el.Seconds(), cpu / time.Duration(max(done, 1)), nil
 }
