@@ -126,7 +126,9 @@ func matrix() []scenario {
 			caps: []string{"kafka-topics create", "kafka-topics describe", "kafka-topics list",
 				"console-producer", "console-consumer", "consumer-groups describe",
 				"consumer-groups reset-offsets", "kafka-configs describe", "kafka-configs alter",
-				"get-offset-shell", "verifiable-producer", "verifiable-consumer"},
+				"get-offset-shell", "verifiable-producer", "verifiable-consumer", "delete-records",
+				"kafka-topics alter partitions", "consumer-groups delete", "log-dirs", "broker-api-versions",
+				"cluster-id", "producer-perf-test", "consumer-perf-test", "kafka-topics delete"},
 		},
 		{
 			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",

@@ -1,5 +1,7 @@
 package sluice.interop;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -27,6 +29,12 @@ public final class CliScenario {
     static final String OFFSETS = "org.apache.kafka.tools.GetOffsetShell";
     static final String VPRODUCER = "org.apache.kafka.tools.VerifiableProducer";
     static final String VCONSUMER = "org.apache.kafka.tools.VerifiableConsumer";
+    static final String DELETE_RECORDS = "org.apache.kafka.tools.DeleteRecordsCommand";
+    static final String LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand";
+    static final String API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand";
+    static final String CLUSTER = "org.apache.kafka.tools.ClusterTool";
+    static final String PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance";
+    static final String CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance";
 
     static final String TOPIC = "cli-topic";
     static final String GROUP = "cli-group";
@@ -180,6 +188,78 @@ public final class CliScenario {
                 throw new AssertionError(t.failure(consumed + " records_consumed, " + committed + " offsets_committed events"));
             }
             return consumed + " records consumed, " + committed + " successful commits";
+        });
+        rep.check("delete-records", () -> {
+            Path json = Files.createTempFile("delete-records", ".json");
+            Files.writeString(json, "{\"version\":1,\"partitions\":[{\"topic\":\"" + vtopic
+                    + "\",\"partition\":0,\"offset\":5}]}");
+            Tool t = Tool.run(DELETE_RECORDS, null, 60, "--bootstrap-server", bs, "--offset-json-file", json.toString()).ok();
+            Files.delete(json);
+            if (!t.out.contains("low_watermark: 5")) {
+                throw new AssertionError(t.failure("did not report low_watermark: 5"));
+            }
+            Tool o = Tool.run(OFFSETS, null, 60, "--bootstrap-server", bs, "--topic", vtopic, "--partitions", "0", "--time", "-2").ok();
+            if (!o.lines().contains(vtopic + ":0:5")) {
+                throw new AssertionError(o.failure("earliest offset is not 5 after deleting records"));
+            }
+            return "partition 0 up to offset 5; kafka-get-offsets --time -2 says 5";
+        });
+        rep.check("kafka-topics alter partitions", () -> {
+            Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--alter", "--topic", vtopic, "--partitions", "3").ok();
+            expect(Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--describe", "--topic", vtopic).ok(), "PartitionCount: 3");
+            return "--alter --partitions 3, then --describe shows 3";
+        });
+        rep.check("consumer-groups delete", () -> {
+            Tool t = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--delete", "--group", "cli-verifiable-group").ok();
+            expect(t, "successful");
+            if (Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--list").ok().lines().contains("cli-verifiable-group")) {
+                throw new AssertionError("--list still shows the deleted group");
+            }
+            return "--delete, then --list no longer shows it";
+        });
+        rep.check("log-dirs", () -> {
+            Tool t = Tool.run(LOG_DIRS, null, 60, "--bootstrap-server", bs, "--describe", "--topic-list", TOPIC).ok();
+            for (int p = 0; p < PARTITIONS; p++) {
+                expect(t, "\"partition\":\"" + TOPIC + "-" + p + "\"");
+            }
+            return "--describe lists every partition of " + TOPIC;
+        });
+        rep.check("broker-api-versions", () -> {
+            Tool t = Tool.run(API_VERSIONS, null, 60, "--bootstrap-server", bs).ok();
+            for (String api : List.of("Produce(0)", "Fetch(1)", "Metadata(3)", "ApiVersions(18)")) {
+                expect(t, api);
+            }
+            return "lists the broker's API version ranges";
+        });
+        rep.check("cluster-id", () -> {
+            expect(Tool.run(CLUSTER, null, 60, "cluster-id", "--bootstrap-server", bs).ok(), "Cluster ID: ");
+            return "kafka-cluster cluster-id";
+        });
+        String ptopic = "cli-perf";
+        int precords = 20000;
+        rep.check("producer-perf-test", () -> {
+            Tool t = Tool.run(PRODUCER_PERF, null, 120, "--topic", ptopic, "--num-records", "" + precords, "--record-size",
+                    "200", "--throughput", "-1", "--bootstrap-server", bs, "--command-property", "acks=all",
+                    "compression.type=lz4").ok();
+            expect(t, precords + " records sent");
+            return precords + " records of 200 bytes, lz4, acks=all: " + t.lines().get(t.lines().size() - 1);
+        });
+        rep.check("consumer-perf-test", () -> {
+            Tool t = Tool.run(CONSUMER_PERF, null, 120, "--bootstrap-server", bs, "--topic", ptopic, "--num-records",
+                    "" + precords, "--timeout", "30000").ok();
+            List<String> l = t.lines();
+            String[] f = l.get(l.size() - 1).split(",\\s*");
+            if (f.length < 5 || Long.parseLong(f[4].strip()) != precords) {
+                throw new AssertionError(t.failure("did not consume " + precords + " records"));
+            }
+            return precords + " records: " + l.get(l.size() - 1);
+        });
+        rep.check("kafka-topics delete", () -> {
+            Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--delete", "--topic", ptopic).ok();
+            if (Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--list").ok().lines().contains(ptopic)) {
+                throw new AssertionError("--list still shows the deleted topic " + ptopic);
+            }
+            return "--delete, then --list no longer shows it";
         });
         return !rep.failed();
     }
