@@ -125,30 +125,32 @@ func (l *Log) Compact(nowMs int64) (CompactStats, error) {
 		return st, quietIfGone(err)
 	}
 	st.CleanedTo = max(p.point, p.segEnd(upto-1))
-	// Admit compacted batches in recovery before any exists.
-	if err := writeCleanerCheckpoint(l.dir, st.CleanedTo, p.horizon); err != nil {
+	// Recovery must admit cleaned batches before the first one exists.
+	if err := l.saveCleanerState(st.CleanedTo, p.horizon); err != nil {
 		return st, err
 	}
-	l.setCleanerState(st.CleanedTo, p.horizon)
 	f.lastOfProducer = l.producers.lastOffsets()
-	done, n := p.point, 0 // offsets below done are cleaned, by the first n segments
-	for _, g := range groupSegments(&p, upto) {
-		if err := l.cleanGroup(&p, g, f, &st); err != nil {
-			// Keep what was cleaned; the rest stays dirty for the next
-			// pass. Earlier horizons may still be pending further on.
-			st.CleanedTo = max(p.point, done)
-			err = errors.Join(quietIfGone(err), writeCleanerCheckpoint(l.dir, st.CleanedTo, min(p.horizon, f.horizon)))
-			l.setCleanerState(st.CleanedTo, min(p.horizon, f.horizon))
-			return st, err
+	if done, err := l.cleanSegments(&p, upto, f, &st); err != nil {
+		// Keep what was cleaned; the rest stays dirty for the next pass,
+		// and horizons found before this pass may still be pending there.
+		st.CleanedTo = done
+		return st, errors.Join(quietIfGone(err), l.saveCleanerState(done, min(p.horizon, f.horizon)))
+	}
+	return st, l.saveCleanerState(st.CleanedTo, f.horizon)
+}
+
+// cleanSegments cleans p.segs[:upto] group by group. On failure it returns
+// the offset below which everything was cleaned.
+func (l *Log) cleanSegments(p *cleanPlan, upto int, f *batchFilter, st *CompactStats) (done int64, err error) {
+	done, n := p.point, 0 // the first n segments are cleaned
+	for _, g := range groupSegments(p, upto) {
+		if err := l.cleanGroup(p, g, f, st); err != nil {
+			return done, err
 		}
 		n += len(g)
 		done = max(done, p.next[n-1])
 	}
-	if err := writeCleanerCheckpoint(l.dir, st.CleanedTo, f.horizon); err != nil {
-		return st, err
-	}
-	l.setCleanerState(st.CleanedTo, f.horizon)
-	return st, nil
+	return done, nil
 }
 
 // CompactionDue reports whether Compact has work worth a pass: the log is
@@ -161,14 +163,7 @@ func (l *Log) CompactionDue(nowMs int64) bool {
 	if err != nil || !p.cfg.Compact || len(p.segs) == 0 {
 		return false
 	}
-	var clean, dirty int64
-	for i, s := range p.segs {
-		if i < p.dirty {
-			clean += s.size.Load()
-		} else {
-			dirty += s.size.Load()
-		}
-	}
+	clean, dirty := p.bytes()
 	if dirty > 0 && float64(dirty) >= p.cfg.MinCleanableDirtyRatio*float64(clean+dirty) {
 		return true
 	}
@@ -176,22 +171,12 @@ func (l *Log) CompactionDue(nowMs int64) bool {
 }
 
 // DirtyRatio is the share of the cleanable bytes not cleaned yet, the
-// figure CompactionDue compares with min.cleanable.dirty.ratio (0 for an
-// empty or uncompacted log).
+// figure CompactionDue compares with min.cleanable.dirty.ratio (0 when
+// nothing is cleanable).
 func (l *Log) DirtyRatio(nowMs int64) float64 {
 	p, err := l.plan(nowMs)
-	if err != nil || len(p.segs) == 0 {
-		return 0
-	}
-	var clean, dirty int64
-	for i, s := range p.segs {
-		if i < p.dirty {
-			clean += s.size.Load()
-		} else {
-			dirty += s.size.Load()
-		}
-	}
-	if clean+dirty == 0 {
+	clean, dirty := p.bytes()
+	if err != nil || clean+dirty == 0 {
 		return 0
 	}
 	return float64(dirty) / float64(clean+dirty)
@@ -219,6 +204,18 @@ type cleanPlan struct {
 	horizon    int64 // earliest delete horizon of a kept tombstone
 }
 
+// bytes sums the sizes of the clean and the dirty cleanable segments.
+func (p *cleanPlan) bytes() (clean, dirty int64) {
+	for i, s := range p.segs {
+		if i < p.dirty {
+			clean += s.size.Load()
+		} else {
+			dirty += s.size.Load()
+		}
+	}
+	return clean, dirty
+}
+
 // segEnd is the offset that ends segs[i] (the next segment's base).
 func (p *cleanPlan) segEnd(i int) int64 {
 	if i < 0 {
@@ -227,12 +224,9 @@ func (p *cleanPlan) segEnd(i int) int64 {
 	return p.next[i]
 }
 
-// plan finds the cleanable segments. Lock order: flushMu and mu are taken
-// one after the other, never nested here.
+// plan finds the cleanable segments.
 func (l *Log) plan(nowMs int64) (cleanPlan, error) {
-	l.flushMu.Lock()
-	rpBase := l.flushed.diskRP.base // 0 (nothing cleanable) until a checkpoint exists
-	l.flushMu.Unlock()
+	rpBase := l.durableBase.Load() // 0 (nothing cleanable) until a checkpoint exists
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := cleanPlan{cfg: l.mu.cfg, point: l.mu.cleanPoint, horizon: l.mu.cleanHorizon}
@@ -264,11 +258,15 @@ func (l *Log) plan(nowMs int64) (cleanPlan, error) {
 	return p, nil
 }
 
-// setCleanerState publishes the checkpoint's values.
-func (l *Log) setCleanerState(point, horizon int64) {
+// saveCleanerState writes the cleaner checkpoint and publishes its values.
+func (l *Log) saveCleanerState(point, horizon int64) error {
+	if err := writeFileAtomic(l.dir, cleanerCheckpointFile, formatCheckpoint([][]int64{{point, horizon}})); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.cleanPoint, l.mu.cleanHorizon = point, horizon
+	return nil
 }
 
 // buildOffsetMap maps every key of the dirty segments to the offset of its
@@ -276,7 +274,7 @@ func (l *Log) setCleanerState(point, horizon int64) {
 // index of the first segment the map does not cover: the pass cleans the
 // segments before it.
 func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (int, error) {
-	f.keys = make(map[string]int64)
+	f.keys, f.latest = make(map[string]int), nil
 	var mem int64
 	upto := p.dirty
 	for i := p.dirty; i < len(p.segs) && (i == p.dirty || mem < cleanerMapBytes); i++ {
@@ -297,10 +295,14 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 				if !r.hasKey {
 					continue
 				}
-				if _, ok := f.keys[string(r.key)]; !ok {
-					mem += int64(len(r.key)) + mapEntryOverhead
+				off := h.BaseOffset + int64(r.offsetDelta)
+				if k, ok := f.keys[string(r.key)]; ok { // no key copy for known keys
+					f.latest[k] = off
+					continue
 				}
-				f.keys[string(r.key)] = h.BaseOffset + int64(r.offsetDelta)
+				f.keys[string(r.key)] = len(f.latest)
+				f.latest = append(f.latest, off)
+				mem += int64(len(r.key)) + mapEntryOverhead
 			}
 			return nil
 		})
@@ -561,8 +563,11 @@ func (s *segment) discard() {
 type batchFilter struct {
 	now               int64
 	deleteRetentionMs int64
-	keys              map[string]int64 // key → offset of its latest record in the mapped range
-	lastOfProducer    map[int64]int64  // producer id → its last offset in the log
+	// keys maps every key of the mapped range to latest[keys[key]], the
+	// offset of its latest record there.
+	keys           map[string]int
+	latest         []int64
+	lastOfProducer map[int64]int64 // producer id → its last offset in the log
 	// horizon is the earliest delete horizon among the batches kept with
 	// tombstones, math.MaxInt64 if none.
 	horizon int64
@@ -668,7 +673,7 @@ func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept [
 		raw = raw[n:]
 		f.decoded = append(f.decoded, r)
 		off := h.BaseOffset + int64(r.offsetDelta)
-		if latest, ok := f.keys[string(r.key)]; !r.hasKey || (ok && off < latest) {
+		if k, ok := f.keys[string(r.key)]; !r.hasKey || (ok && off < f.latest[k]) {
 			continue
 		}
 		if r.tombstone && expired {
@@ -763,10 +768,6 @@ func varintSize(v int64) int {
 		n++
 	}
 	return n
-}
-
-func writeCleanerCheckpoint(dir string, point, horizon int64) error {
-	return writeFileAtomic(dir, cleanerCheckpointFile, formatCheckpoint([][]int64{{point, horizon}}))
 }
 
 // readCleanerCheckpoint returns (0, MaxInt64) when there is none.

@@ -109,5 +109,6 @@ func (l *Log) writeCheckpoints(rp recoveryPoint, snap []byte) error {
 		return err
 	}
 	l.flushed.diskRP = rp
+	l.durableBase.Store(rp.base)
 	return writeOffsetFile(l.dir, highWatermarkFile, l.HighWatermark())
 }

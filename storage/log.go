@@ -87,6 +87,10 @@ type Log struct {
 		checkpointMs int64         // when diskRP was written
 		snapshotOff  int64         // offset of the newest producer snapshot, -1 if none
 	}
+	// durableBase is flushed.diskRP.base, readable without flushMu (which
+	// is held across fsyncs): the cleaner never rewrites that segment or
+	// later ones, since recovery resumes scanning inside it.
+	durableBase atomic.Int64
 
 	deleting sync.WaitGroup // pending delayed file removals
 }

@@ -68,6 +68,7 @@ func (l *Log) load() error {
 	var next int64
 	if clean && haveRP && rp.base == last.base && rp.pos == last.size.Load() {
 		l.flushed.rp, l.flushed.diskRP = rp, rp
+		l.durableBase.Store(rp.base)
 		next, err = l.openClean(segs, rp)
 	} else {
 		segs, next, err = l.recoverSegments(segs, rp, haveRP)
