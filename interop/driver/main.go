@@ -45,6 +45,7 @@ type options struct {
 	out      string // COMPATIBILITY.md path; empty: do not write
 	workDir  string // logs and data; a temp dir when empty
 	logLevel string
+	budget   time.Duration // the whole matrix; scenarios get what is left
 }
 
 func parseFlags() options {
@@ -56,6 +57,7 @@ func parseFlags() options {
 	flag.StringVar(&o.out, "out", "COMPATIBILITY.md", "matrix to write, relative to -root (empty: none)")
 	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
 	flag.StringVar(&o.logLevel, "broker-log-level", "info", "the broker's --log-level")
+	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole matrix; a scenario gets at most what is left")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}
@@ -101,7 +103,8 @@ func run(o options) (passed bool, err error) {
 	defer br.kill()
 	log.Printf("broker %s up (pid %d, data %s, log %s)", br.addr, br.cmd.Process.Pid, br.dataDir, br.logPath)
 
-	env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir}
+	env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir,
+		deadline: time.Now().Add(o.budget)}
 	var results []scenarioResult
 	selected := selectScenarios(matrix(), o.only)
 	lives := map[string]*runOutput{}
@@ -272,6 +275,7 @@ func freePort() (int, error) {
 // scenarioEnv is what every scenario is told through its environment.
 type scenarioEnv struct {
 	root, work, bootstrap, dataDir string
+	deadline                       time.Time // of the whole matrix
 }
 
 // runScenario runs a scenario's command (and, for an afterStop scenario,
@@ -307,7 +311,12 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath
 	var out runOutput
 	start := time.Now()
 	logMark := fileSize(br.logPath)
-	ctx, cancel := context.WithTimeout(context.Background(), sc.timeout)
+	timeout := min(sc.timeout, time.Until(env.deadline))
+	if timeout <= 0 {
+		out.err = errors.New("not started: the matrix's time budget was spent")
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = filepath.Join(env.root, sc.dir)
@@ -339,7 +348,7 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath
 	out.elapsed = time.Since(start)
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		out.err = fmt.Errorf("timed out after %v", sc.timeout)
+		out.err = fmt.Errorf("timed out after %v", timeout.Round(time.Second))
 	case runErr != nil:
 		out.err = runErr
 	}

@@ -102,7 +102,7 @@ def produce(topic, codec, lines, idempotent=False):
 
 
 def consume(topic):
-    out = run(kcat_args("-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q"))
+    out = run(kcat_args("-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q", "-X", "check.crcs=true"))
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 

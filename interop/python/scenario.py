@@ -163,7 +163,7 @@ def produce(topic, codec, idempotent, recs):
 
 
 def consume(topic, n):
-    c = Consumer(conf(**{"group.id": f"{topic}-reader", "enable.auto.commit": False}))
+    c = Consumer(conf(**{"group.id": f"{topic}-reader", "enable.auto.commit": False, "check.crcs": True}))
     try:
         md = c.list_topics(topic, timeout=10)
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in md.topics[topic].partitions])
