@@ -32,6 +32,11 @@ import org.apache.kafka.common.utils.internals.AppInfoParser;
  * stopped cleanly) dumps every .log with --deep-iteration and compares each record with the
  * fixture, dumps every .index and .timeindex (which checks each entry against the log), and runs
  * --index-sanity-check, the check Kafka uses at startup to decide whether to rebuild an index.
+ *
+ * <p>Verification runs after the broker's clean shutdown, as for Kafka: the active segment's
+ * .timeindex is preallocated (10 MiB of zeros, like Kafka's) while the broker runs, and Kafka's
+ * own sanity check rejects such a file ("last timestamp is 0"), on a live Kafka broker too. A
+ * clean shutdown trims it.
  */
 public final class DumpLogScenario {
     static final String DUMP = "org.apache.kafka.tools.DumpLogSegments";
@@ -158,7 +163,17 @@ public final class DumpLogScenario {
             if (entries == 0) {
                 throw new AssertionError(t.failure("found no index entries in " + indexes.size() + " files"));
             }
-            return entries + " entries in " + indexes.size() + " files, each at a batch ending at its offset";
+            List<String> both = new ArrayList<>(indexes);
+            both.addAll(timeIndexes);
+            Tool v = Tool.run(DUMP, null, 120, "--verify-index-only", "--files", String.join(",", both)).ok();
+            for (String bad : List.of("Mismatches in", "Found timestamp mismatch", "Found out of order timestamp",
+                    "indexed offsets are not found")) {
+                if (v.err.contains(bad)) {
+                    throw new AssertionError(v.failure("--verify-index-only: " + bad));
+                }
+            }
+            return entries + " entries in " + indexes.size() + " files, each at a batch ending at its offset;"
+                    + " --verify-index-only clean on every .index and .timeindex";
         });
         rep.check("timeindex", () -> {
             if (timeIndexes.size() != logs.size()) {
