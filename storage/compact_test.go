@@ -1014,3 +1014,30 @@ func TestCompactStopsOnClose(t *testing.T) {
 	}
 	m.check(t, l, false)
 }
+
+// TestKafkaDumpLogReadsCompactedSegments runs Apache Kafka's
+// DumpLogSegments over a compacted partition (filtered and empty batches,
+// delete horizons, merged segments); see TestKafkaDumpLogReadsOurSegments.
+func TestKafkaDumpLogReadsCompactedSegments(t *testing.T) {
+	cp := os.Getenv("SLUICE_KAFKA_CLASSPATH")
+	if cp == "" {
+		t.Skip("set SLUICE_KAFKA_CLASSPATH to Kafka's jars to run kafka-dump-log")
+	}
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l := mustOpen(t, dir, compactConfig())
+	m := newModel()
+	m.add(t, l, keyedSpec{pid: 9, seq: 0}, rec("key-0", "p"), rec("key-1", "p"))
+	overwrite(t, l, m, 100, 6, CodecLZ4)
+	m.add(t, l, keyedSpec{codec: CodecGzip}, tombstone("key-2"), rec("key-3", "x"))
+	overwrite(t, l, m, 60, 4, CodecNone)
+	settle(t, l)
+	mustCompact(t, l, time.Now().UnixMilli())
+	overwrite(t, l, m, 40, 6, CodecSnappy)
+	settle(t, l)
+	mustCompact(t, l, time.Now().UnixMilli())
+	hs, _ := readRecords(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runKafkaDumpLog(t, cp, dir, len(hs))
+}
