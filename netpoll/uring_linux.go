@@ -26,9 +26,18 @@ import (
 //
 // Why sendfile rather than IORING_OP_SPLICE for file regions: io_uring
 // runs a splice from a regular file on an io-wq worker thread (it cannot
-// be done non-blocking), which costs two context switches per region and
-// needs a pipe per in-flight region; sendfile of page-cached data from the
-// loop is a single copy-free call. BENCHMARKS.md has the measurement.
+// be done without blocking), so each pipe-sized step costs a hand-off to a
+// kernel worker, and every region in flight needs a pipe (two fds and up to
+// 1 MiB of pipe buffers per connection). sendfile of page-cached data from
+// the loop is one copy-free call. BenchmarkFileToSocket in netpoll/uring
+// measures both (BENCHMARKS.md, "Network layer"): sendfile moved
+// 1.7-1.9 GB/s, linked splices 0.9-1.0 GB/s through a 64 KiB pipe and
+// 0.5-1.2 GB/s through a 1 MiB one.
+//
+// Why not SEND_ZC for byte slices: in-memory reply parts are response
+// headers (record bytes are file regions), and on loopback the kernel
+// copies zero-copy pages anyway; BenchmarkSendLarge shows SEND_ZC at about
+// twice the CPU per GB of SEND for 1 MiB buffers.
 
 // uringCaps is what the kernel offers, probed once per process.
 type uringCaps struct {
