@@ -439,6 +439,19 @@ public final class ClientScenario {
                 throw new AssertionError("partition " + p + ": latest " + l.get(tp).offset() + ", want " + want);
             }
         }
+        Map<TopicPartition, OffsetSpec> maxTs = new HashMap<>();
+        for (int p : byPart.keySet()) {
+            maxTs.put(new TopicPartition(topic, p), OffsetSpec.maxTimestamp());
+        }
+        var m = admin.listOffsets(maxTs).all().get(30, TimeUnit.SECONDS);
+        for (var entry : byPart.entrySet()) {
+            Rec last = entry.getValue().get(entry.getValue().size() - 1);
+            var info = m.get(new TopicPartition(topic, entry.getKey()));
+            if (info.offset() != last.offset || info.timestamp() != last.timestamp) {
+                throw new AssertionError("partition " + entry.getKey() + ": max timestamp at offset " + info.offset()
+                        + " (" + info.timestamp() + "), want " + last.offset + " (" + last.timestamp + ")");
+            }
+        }
         for (var entry : byPart.entrySet()) {
             List<Rec> rs = entry.getValue();
             Rec mid = rs.get(rs.size() / 2);
@@ -453,6 +466,6 @@ public final class ClientScenario {
                 }
             }
         }
-        return "earliest, latest and by-time offsets of " + CODEC_PARTITIONS + " partitions";
+        return "earliest, latest, max-timestamp and by-time offsets of " + CODEC_PARTITIONS + " partitions";
     }
 }
