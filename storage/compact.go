@@ -279,19 +279,10 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 	upto := p.dirty
 	for i := p.dirty; i < len(p.segs) && (i == p.dirty || mem < cleanerMapBytes); i++ {
 		err := l.eachBatch(p.segs[i], func(b []byte, h *BatchHeader) error {
-			if h.IsControl() || h.IsTransactional() {
+			if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
 				return nil
 			}
-			raw, err := f.records(b, h)
-			if err != nil {
-				return err
-			}
-			for len(raw) > 0 {
-				r, n, err := nextRecord(raw)
-				if err != nil {
-					return err
-				}
-				raw = raw[n:]
+			for _, r := range f.decoded {
 				if !r.hasKey {
 					continue
 				}
@@ -633,18 +624,33 @@ func varint(b []byte) (int64, []byte, error) {
 	return v, b[n:], nil
 }
 
-// records returns the uncompressed records section of batch b.
-func (f *batchFilter) records(b []byte, h *BatchHeader) ([]byte, error) {
-	body := b[BatchHeaderLen:h.Size()]
-	if h.Compression() == CodecNone {
-		return body, nil
+// decode decompresses batch b and decodes its records into f.decoded. It
+// reports false for records it cannot make sense of (undecodable,
+// offsets not increasing within the batch's span, a count that is not
+// the header's): a batch whose CRC holds is what a client wrote and the
+// broker accepted, so the cleaner keeps it whole and maps none of its
+// keys rather than guess, or stop cleaning the log.
+func (f *batchFilter) decode(b []byte, h *BatchHeader) bool {
+	f.decoded = f.decoded[:0]
+	raw := b[BatchHeaderLen:h.Size()]
+	if h.Compression() != CodecNone {
+		var err error
+		if f.raw, err = Decompress(f.raw[:0], h.Compression(), raw, DefaultDecompressLimit); err != nil {
+			return false
+		}
+		raw = f.raw
 	}
-	raw, err := Decompress(f.raw[:0], h.Compression(), body, DefaultDecompressLimit)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot decompress: %v", ErrCorruptMessage, err)
+	prev := int32(-1)
+	for len(raw) > 0 {
+		r, n, err := nextRecord(raw)
+		if err != nil || r.offsetDelta <= prev || r.offsetDelta > h.LastOffsetDelta {
+			return false
+		}
+		prev = r.offsetDelta
+		f.decoded = append(f.decoded, r)
+		raw = raw[n:]
 	}
-	f.raw = raw
-	return raw, nil
+	return len(f.decoded) == int(h.NumRecords)
 }
 
 // filter returns what stays of batch b: b itself (changed false) when it
@@ -652,26 +658,16 @@ func (f *batchFilter) records(b []byte, h *BatchHeader) ([]byte, error) {
 // its records go or its tombstones get their delete horizon, nil when all
 // of it goes.
 func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept []byte, changed bool, err error) {
-	if h.IsControl() || h.IsTransactional() {
+	if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
 		st.Records += int64(h.NumRecords)
 		st.RecordsKept += int64(h.NumRecords)
 		return b, false, nil
 	}
-	raw, err := f.records(b, h)
-	if err != nil {
-		return nil, false, err
-	}
 	hadHorizon := h.Attributes&attrDeleteHorizon != 0
 	expired := hadHorizon && f.now >= h.FirstTimestamp
-	f.decoded, f.kept = f.decoded[:0], f.kept[:0]
+	f.kept = f.kept[:0]
 	tombstones := false
-	for len(raw) > 0 {
-		r, n, err := nextRecord(raw)
-		if err != nil {
-			return nil, false, err
-		}
-		raw = raw[n:]
-		f.decoded = append(f.decoded, r)
+	for _, r := range f.decoded {
 		off := h.BaseOffset + int64(r.offsetDelta)
 		if k, ok := f.keys[string(r.key)]; !r.hasKey || (ok && off < f.latest[k]) {
 			continue
@@ -682,9 +678,6 @@ func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept [
 		}
 		tombstones = tombstones || r.tombstone
 		f.kept = append(f.kept, r)
-	}
-	if len(f.decoded) != int(h.NumRecords) {
-		return nil, false, errBadLastOffsetDelta
 	}
 	st.Records += int64(len(f.decoded))
 	st.RecordsKept += int64(len(f.kept))
