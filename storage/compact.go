@@ -31,7 +31,9 @@ package storage
 //     whole and their keys are not mapped: without abort tracking the
 //     cleaner cannot tell a committed record from an aborted one, so it
 //     never lets one replace another (it may keep more than Kafka would,
-//     never less).
+//     never less). So are batches whose records cannot be decoded: their
+//     CRC holds, so a client wrote them that way. A CRC that fails is
+//     corruption, and stops the pass with a *CorruptError.
 //  3. Swap each group's output in, crash-safe: the output is written to
 //     "<base>.log.cleaned" (and .index.cleaned, .timeindex.cleaned) and
 //     fsynced, renamed to ".swap", then, under the log lock, the old
@@ -40,8 +42,9 @@ package storage
 //     the final names and the new segment list is published. Recovery
 //     (completeSwaps) deletes ".cleaned" leftovers and finishes a ".swap":
 //     it replaces the segments whose base offsets it covers, as Kafka does.
-//     A crash at any point thus leaves the old segments or the new ones,
-//     and never loses the latest record of a key.
+//     A crash at any point thus leaves every offset in its old segment or
+//     in the new one (an old segment the output does not reach stays, only
+//     less compacted), and never loses the latest record of a key.
 //
 // Tombstones follow KIP-534: when a pass first keeps a batch holding
 // tombstones, it rewrites the batch with the delete-horizon attribute (bit
