@@ -463,7 +463,9 @@ func (l *uringLoop) postRecv(c *conn) {
 	space := c.in.bodySpace()
 	switch {
 	case len(space) >= pbufSize || l.br == nil && len(space) > 0:
-		s.PrepRecv(c.fd, space, 0)
+		// The body's size is known: MSG_WAITALL has the kernel retry
+		// until it is all in, one completion per large frame.
+		s.PrepRecv(c.fd, space, unix.MSG_WAITALL)
 		s.UserData = userData(kindRecvDirect, c.slot, c.gen)
 	case l.br != nil:
 		s.PrepRecvSelect(c.fd, l.br.Group(), 0, 0)
