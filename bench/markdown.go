@@ -122,9 +122,9 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	fmt.Fprintf(&b, "- **Command**: `%s`\n\n", strings.TrimSpace(o.Command))
 
 	b.WriteString("### Results\n\n")
-	b.WriteString("Medians. Ratios are Sluice ÷ the other broker: above 1 is better for throughput, below 1 is better for latency, CPU and memory.\n\n")
+	b.WriteString("Medians over rounds, with the lowest and highest round in small print. Ratios are Sluice ÷ the other broker (of medians): above 1 is better for throughput, below 1 is better for latency, CPU and memory.\n\n")
 	for _, w := range rep.Workloads {
-		h, rows := rep.table(w)
+		h, rows := rep.table(w, true)
 		if len(rows) == 0 {
 			continue
 		}

@@ -69,8 +69,9 @@ func fmtMetric(metric string, v float64) string {
 }
 
 // table is rows of cells for one workload: metric label, one column per
-// broker, then Sluice ÷ each other broker.
-func (rep *Report) table(w Workload) (header []string, rows [][]string) {
+// broker, then Sluice ÷ each other broker. With spread, a broker's cell
+// also shows the lowest and highest round.
+func (rep *Report) table(w Workload, spread bool) (header []string, rows [][]string) {
 	bs := rep.brokersOf()
 	header = []string{"figure"}
 	for _, b := range bs {
@@ -95,7 +96,11 @@ func (rep *Report) table(w Workload) (header []string, rows [][]string) {
 				continue
 			}
 			any = true
-			row = append(row, fmtMetric(m, v))
+			cell := fmtMetric(m, v)
+			if lo, hi := rep.spread(w.Name, b, m); spread && n > 1 && lo != hi {
+				cell += fmt.Sprintf(" <sub>%s–%s</sub>", fmtMetric(m, lo), fmtMetric(m, hi))
+			}
+			row = append(row, cell)
 		}
 		for _, o := range others {
 			row = append(row, fmtRatio(rep.ratio(w.Name, m, o)))
@@ -114,7 +119,7 @@ func (rep *Report) WriteSummary(w io.Writer) {
 		fmt.Fprintf(w, "machine: loopback sendfile %.0f MB/s; sequential write %.0f MB/s (%.0f with fdatasync)\n", l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
 	}
 	for _, wl := range rep.Workloads {
-		h, rows := rep.table(wl)
+		h, rows := rep.table(wl, false)
 		fmt.Fprintf(w, "\n%s\n", wl.Title)
 		widths := make([]int, len(h))
 		for _, r := range append([][]string{h}, rows...) {
@@ -392,4 +397,19 @@ func (rep *Report) WriteCharts(dir string) error {
 		}
 	}
 	return nil
+}
+
+// spread is the lowest and highest round of a figure.
+func (rep *Report) spread(workload string, b BrokerKind, metric string) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Workload != workload || r.Broker != b {
+			continue
+		}
+		if v, ok := metricDefs[metric].get(r, rep.Limits); ok {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	return lo, hi
 }
