@@ -27,6 +27,7 @@ func serveMain(backend, dataDir string, loops, workers int, accept string) error
 	cfg.DataDir = dataDir
 	cfg.OffsetsTopicPartitions = 4
 	cfg.RetentionCheckInterval = time.Second
+	cfg.Log.FileDeleteDelayMs = 0 // bounded disk (or tmpfs) use under produce
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Net: backend, NetLoops: loops,
 		NetTune: func(o *netpoll.Options) { o.Workers, o.Accept = workers, accept }})

@@ -36,6 +36,7 @@ func main() {
 	dur := flag.Duration("d", 3*time.Second, "duration of each measurement")
 	conns := flag.String("conns", "1,100,10000", "connection counts for the small-request rate")
 	skip := flag.String("skip", "", "comma-separated phases to skip: small, idle, produce, fetch")
+	dataBase := flag.String("datadir", "", "parent of the brokers' data directories (default: the temp dir; /dev/shm keeps disk writeback out of produce)")
 	flag.Parse()
 	if *serve {
 		if err := serveMain(*backend, *data, *loops, *workers, *accept); err != nil {
@@ -44,7 +45,7 @@ func main() {
 		}
 		return
 	}
-	cfg := runConfig{reps: *reps, d: *dur, skip: map[string]bool{}}
+	cfg := runConfig{reps: *reps, d: *dur, skip: map[string]bool{}, dataBase: *dataBase}
 	for _, s := range strings.Split(*skip, ",") {
 		cfg.skip[s] = true
 	}
@@ -63,10 +64,11 @@ func main() {
 }
 
 type runConfig struct {
-	reps  int
-	d     time.Duration
-	conns []int
-	skip  map[string]bool
+	dataBase string
+	reps     int
+	d        time.Duration
+	conns    []int
+	skip     map[string]bool
 }
 
 // samples collects repeated measurements by key.
@@ -103,7 +105,7 @@ func parseSpec(spec string) (backend, accept string, workers int, env []string) 
 }
 
 func run(cfg runConfig, specs []string) error {
-	tmp, err := os.MkdirTemp("", "netbench")
+	tmp, err := os.MkdirTemp(cfg.dataBase, "netbench")
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,11 @@ import (
 
 // report prints the medians as Markdown tables.
 func report(w io.Writer, cfg runConfig, bs []*brokerProc, res samples) {
-	fmt.Fprintf(w, "Medians of %d runs of %s each; %d CPUs; load generator and brokers share the machine.\n\n", cfg.reps, cfg.d, runtime.NumCPU())
+	where := "the temp dir"
+	if cfg.dataBase != "" {
+		where = cfg.dataBase
+	}
+	fmt.Fprintf(w, "Medians of %d runs of %s each; %d CPUs; load generator and brokers share the machine; data in %s.\n\n", cfg.reps, cfg.d, runtime.NumCPU(), where)
 	head := func(cols ...string) {
 		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
 	}
