@@ -3,7 +3,8 @@
 // reply, made of byte slices (writev) and file regions (sendfile/splice), so
 // that record bytes fetched from segment files never enter user space.
 //
-// It knows nothing of Kafka beyond the 4-byte big-endian frame size.
+// It knows nothing of Kafka beyond the 4-byte big-endian frame size. It is
+// Linux-only (sendfile, epoll, io_uring), like the broker.
 //
 // # Backends
 //

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // StdServer serves connections with one goroutine each on Go's net package.
@@ -86,6 +88,7 @@ func (s *StdServer) startConn(nc net.Conn) {
 	}
 	c := &stdConn{srv: s, nc: tc, rc: rc, replies: make(chan Reply, 1)}
 	c.replyFn = c.deliver
+	c.writevFn, c.sendfileFn = c.writevOnce, c.sendfileOnce
 	s.mu.Lock()
 	if s.mu.closing {
 		s.mu.Unlock()
@@ -134,7 +137,15 @@ type stdConn struct {
 	replies chan Reply // cap 1: exactly one reply per request in flight
 	replyFn func(Reply)
 	hdr     [4]byte
-	bufs    net.Buffers // scratch for writev, reused across replies
+
+	// The reply being written and the arguments of the poller callbacks.
+	out                  outState
+	iov                  [maxIovPerOp]unix.Iovec
+	iovN                 int
+	sfFd                 int
+	sfOff, sfLeft, wrote int64
+	werr                 error
+	writevFn, sendfileFn func(fd uintptr) bool
 }
 
 func (c *stdConn) deliver(r Reply) { c.replies <- r }
@@ -192,37 +203,58 @@ func (c *stdConn) logReadError(err error) {
 }
 
 // write sends a reply: runs of byte slices with one writev each, file
-// regions with sendfile.
+// regions with sendfile, through the runtime poller (EAGAIN parks the
+// goroutine until the socket is writable). The poller callbacks are bound
+// once per connection and take their arguments from it, so writing
+// allocates nothing.
 func (c *stdConn) write(r Reply) error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout)); err != nil {
 		return err
 	}
-	n := r.NumParts()
-	for i := 0; i < n; {
-		b, f, off, size := r.PartAt(i)
-		if b == nil {
-			if err := sendFileRegion(c.rc, f, off, size); err != nil {
-				return err
-			}
-			i++
-			continue
+	c.out.start(r)
+	defer func() { c.out = outState{} }()
+	for !c.out.done() {
+		c.wrote, c.werr = 0, nil
+		var err error
+		if fd, off, n, ok := c.out.fileRegion(); ok {
+			c.sfFd, c.sfOff, c.sfLeft = fd, off, n
+			err = c.rc.Write(c.sendfileFn)
+		} else {
+			c.iovN, _, _ = c.out.gather(c.iov[:])
+			err = c.rc.Write(c.writevFn)
 		}
-		j := i
-		c.bufs = c.bufs[:0]
-		for ; j < n; j++ {
-			b, _, _, _ := r.PartAt(j)
-			if b == nil {
-				break
-			}
-			c.bufs = append(c.bufs, b)
+		if err == nil {
+			err = c.werr
 		}
-		// WriteTo consumes the Buffers slice header; write through a copy
-		// so the scratch array stays reusable.
-		bufs := c.bufs
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		if err != nil {
 			return err
 		}
-		i = j
+		c.out.advance(c.wrote)
 	}
 	return nil
+}
+
+// writevOnce and sendfileOnce are the poller callbacks of write: false
+// means "wait until writable and call again".
+func (c *stdConn) writevOnce(fd uintptr) bool {
+	for {
+		n, err := writev(int(fd), c.iov[:c.iovN])
+		switch err {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		c.wrote, c.werr = int64(n), err
+		return true
+	}
+}
+
+func (c *stdConn) sendfileOnce(fd uintptr) bool {
+	n, err := sendfileOnce(int(fd), c.sfFd, &c.sfOff, c.sfLeft)
+	if err == unix.EAGAIN {
+		return false
+	}
+	c.wrote, c.werr = int64(n), err
+	return true
 }
