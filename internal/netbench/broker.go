@@ -66,6 +66,7 @@ func startBroker(name, backend, dataDir string, loops, workers int, accept strin
 	cmd := exec.Command(os.Args[0], "-serve", "-net", backend, "-data", dataDir,
 		"-loops", strconv.Itoa(loops), "-workers", strconv.Itoa(workers), "-accept", accept)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no orphans if netbench dies
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
