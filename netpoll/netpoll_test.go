@@ -52,14 +52,25 @@ func (c connFunc) Closed()                               {}
 // backends is the test matrix: every test below runs once per backend.
 var backends = []string{BackendStd, BackendEpoll, BackendUring}
 
+// uringCompat is the uring backend as it runs on older kernels: no
+// provided-buffer rings, single-shot accepts, no DEFER/COOP_TASKRUN. The
+// test matrix includes it so those fallbacks are exercised here too.
+const uringCompat = "uring-compat"
+
 // forEachBackend runs test as a subtest per backend the host can run.
 func forEachBackend(t *testing.T, test func(t *testing.T, backend string)) {
-	for _, b := range backends {
+	for _, b := range append(backends, uringCompat) {
 		t.Run(b, func(t *testing.T) {
-			if got, why := resolveBackend(b); got != b {
-				t.Skipf("%s backend unavailable here: %s", b, why)
+			real := b
+			if b == uringCompat {
+				real = BackendUring
+				uringCompatForTest = true
+				t.Cleanup(func() { uringCompatForTest = false })
 			}
-			test(t, b)
+			if got, why := resolveBackend(real); got != real {
+				t.Skipf("%s backend unavailable here: %s", real, why)
+			}
+			test(t, real)
 		})
 	}
 }

@@ -51,8 +51,14 @@ var uringProbe struct {
 	caps uringCaps
 }
 
-// uringDisabledForTest lets tests exercise the fallback path.
-var uringDisabledForTest error
+// uringDisabledForTest lets tests exercise the fallback to epoll, and
+// uringCompatForTest the fallbacks inside the backend (what it does on
+// kernels without provided buffer rings, multishot accept or the
+// TASKRUN setup flags).
+var (
+	uringDisabledForTest error
+	uringCompatForTest   bool
+)
 
 func uringAvailable() error {
 	if uringDisabledForTest != nil {
@@ -162,15 +168,16 @@ const (
 
 type uringLoop struct {
 	loopBase
-	ring     *uring.Ring
-	br       *uring.BufRing // nil without provided buffer rings
-	cqes     []uring.CQE
-	backlog  []uring.CQE // reaped while making room in the SQ
-	wakeBuf  [8]byte
-	sfOff    int64
-	hand     []handoff
-	accepts  map[int]*uringListener
-	acceptOn int // listeners with an accept in flight
+	ring      *uring.Ring
+	br        *uring.BufRing // nil without provided buffer rings
+	cqes      []uring.CQE
+	backlog   []uring.CQE // reaped while making room in the SQ
+	wakeBuf   [8]byte
+	sfOff     int64
+	hand      []handoff
+	accepts   map[int]*uringListener
+	acceptOn  int  // listeners with an accept in flight
+	multishot bool // try multishot accepts (Linux 5.19)
 }
 
 type uringListener struct {
@@ -186,6 +193,11 @@ func newUringLoop(s *loopServer, id int) (eventLoop, error) {
 		return nil, err
 	}
 	caps := uringProbe.caps
+	l.multishot = true
+	if uringCompatForTest {
+		caps = uringCaps{}
+		l.multishot = false
+	}
 	var err error
 	l.ring, err = uring.New(uring.Params{Entries: uringEntries, CQEntries: 8 * uringEntries, Flags: caps.setupFlags})
 	if err != nil {
@@ -618,7 +630,7 @@ func (l *uringLoop) adoptHandoff(h handoff) {
 		unix.Close(h.fd)
 		return
 	}
-	a := &uringListener{fd: h.fd, share: h.share, multishot: true}
+	a := &uringListener{fd: h.fd, share: h.share, multishot: l.multishot}
 	l.accepts[h.fd] = a
 	l.armAccept(a)
 }
