@@ -66,10 +66,12 @@ func DescribeMachine(java string) MachineInfo {
 			m.Commit = rev + dirty
 		}
 	}
-	if m.Commit == "" { // built with -buildvcs=false: ask git in the working directory
+	// Built with -buildvcs=false: ask git in the working directory. The
+	// files this tool writes itself do not make the tree dirty.
+	if m.Commit == "" {
 		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
 			m.Commit = strings.TrimSpace(string(out))
-			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!BENCHMARKS.md", ":!docs/bench").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
 				m.Commit += " (with uncommitted changes)"
 			}
 		}
