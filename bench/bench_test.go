@@ -354,3 +354,37 @@ func TestUpdateMarkdownKeepsOtherSections(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeReplacesRerunWorkloads(t *testing.T) {
+	old := fakeReport()
+	path := filepath.Join(t.TempDir(), "old.json")
+	if err := WriteJSONFile(path, old); err != nil {
+		t.Fatal(err)
+	}
+	fresh := fakeReport()
+	fresh.Workloads = []Workload{fresh.Workloads[0]}
+	var runs []RunRecord
+	for _, r := range fresh.Runs {
+		if r.Workload == fresh.Workloads[0].Name {
+			r.Result.Produce.MBPerSec = 7
+			runs = append(runs, r)
+		}
+	}
+	fresh.Runs = runs
+	merged, err := mergeInto(path, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(merged.Runs) != len(old.Runs) || len(merged.Workloads) != len(old.Workloads) {
+		t.Fatalf("merged %d runs of %d workloads, want %d of %d", len(merged.Runs), len(merged.Workloads), len(old.Runs), len(old.Workloads))
+	}
+	if v, _ := merged.Median(fresh.Workloads[0].Name, Sluice, "produce_mbps"); v != 7 {
+		t.Fatalf("re-run workload median %v, want the fresh 7", v)
+	}
+	if v, _ := merged.Median("catch-up", Sluice, "consume_mbps"); v != 4000 {
+		t.Fatalf("kept workload median %v, want 4000", v)
+	}
+	if len(merged.Notes) == 0 || !strings.Contains(merged.Notes[len(merged.Notes)-1], "re-run") {
+		t.Fatalf("notes %v", merged.Notes)
+	}
+}

@@ -222,6 +222,7 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warm-up produce on each fresh broker before it is measured (JIT for Kafka)")
 	fs.Int64Var(&o.CatchUpRecords, "catch-up-records", 1_000_000, "records (1 KiB) written then read back by the catch-up workloads")
 	only := fs.String("only", "", "comma-separated workload names to run (default all)")
+	merge := fs.String("merge", "", "a saved --json report: keep its runs of the workloads not run now (re-run a few noisy workloads)")
 	fs.BoolVar(&o.ZeroCopy, "zcprobe", true, "measure brokers' zero-copy fraction with eBPF during reads (needs root; skipped with a note otherwise)")
 	defNice := 0
 	if os.Geteuid() == 0 {
@@ -265,6 +266,11 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 	rep, err := Compare(ctx, o, os.Stderr)
 	if rep == nil {
 		return err
+	}
+	if *merge != "" {
+		if rep, err = mergeInto(*merge, rep); err != nil {
+			return err
+		}
 	}
 	rep.WriteSummary(os.Stdout)
 	if o.JSON != "" {
@@ -637,13 +643,9 @@ func ReportMain(args []string) error {
 		}
 		return err
 	}
-	raw, err := os.ReadFile(*in)
+	rep, err := loadReport(*in)
 	if err != nil {
 		return err
-	}
-	var rep Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		return fmt.Errorf("%s: %w", *in, err)
 	}
 	rep.WriteSummary(os.Stdout)
 	if *charts != "" {
@@ -655,4 +657,53 @@ func ReportMain(args []string) error {
 		return rep.UpdateMarkdown(*md, *charts)
 	}
 	return nil
+}
+
+// mergeInto loads the report saved at path and replaces its runs of the
+// workloads in fresh with fresh's, noting it. Machine limits stay the old
+// report's (the best of both is kept).
+func mergeInto(path string, fresh *Report) (*Report, error) {
+	old, err := loadReport(path)
+	if err != nil {
+		return nil, err
+	}
+	if old.Options.Suite != fresh.Options.Suite {
+		return nil, fmt.Errorf("--merge: %s is a %s report, this is %s", path, old.Options.Suite, fresh.Options.Suite)
+	}
+	redone := map[string]bool{}
+	var names []string
+	for _, w := range fresh.Workloads {
+		redone[w.Name] = true
+		names = append(names, w.Name)
+	}
+	runs := fresh.Runs
+	for _, r := range old.Runs {
+		if !redone[r.Workload] {
+			runs = append(runs, r)
+		}
+	}
+	old.Runs = runs
+	if fresh.Limits != nil && old.Limits != nil {
+		old.Limits.SendfileMBps = max(old.Limits.SendfileMBps, fresh.Limits.SendfileMBps)
+		old.Limits.WriteMBps = max(old.Limits.WriteMBps, fresh.Limits.WriteMBps)
+		old.Limits.WriteSyncMBps = max(old.Limits.WriteSyncMBps, fresh.Limits.WriteSyncMBps)
+	}
+	old.Notes = append(old.Notes, fresh.Notes...)
+	old.Notes = append(old.Notes, fmt.Sprintf("%s re-run on %s at commit %s, %d round(s) of %v (`%s --merge …`); the other workloads are from the run above.",
+		strings.Join(names, ", "), fresh.Started.UTC().Format("2006-01-02 15:04 MST"), shortCommit(fresh.Machine.Commit),
+		fresh.Options.Rounds, fresh.Options.Duration, strings.TrimSpace(fresh.Options.Command)))
+	old.Finished = old.Finished.Add(fresh.Finished.Sub(fresh.Started))
+	return old, nil
+}
+
+func loadReport(path string) (*Report, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, nil
 }

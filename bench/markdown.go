@@ -77,10 +77,7 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	var b strings.Builder
 	m := rep.Machine
 	o := rep.Options
-	commit := m.Commit
-	if len(commit) >= 40 && !strings.Contains(commit[:40], " ") {
-		commit = commit[:12] + commit[40:]
-	}
+	commit := shortCommit(m.Commit)
 	fmt.Fprintf(&b, "_Measured %s at commit `%s`, %d round(s)%s. Regenerate with `%s`._\n\n",
 		rep.Started.UTC().Format("2006-01-02 15:04 MST"), commit, o.Rounds, quickNote(o), suiteCommand(o.Suite))
 
@@ -328,4 +325,12 @@ func indent(s, prefix string) string {
 		}
 	}
 	return strings.Join(lines, "")
+}
+
+// shortCommit abbreviates a full hash, keeping any note after it.
+func shortCommit(c string) string {
+	if len(c) >= 40 && !strings.Contains(c[:40], " ") {
+		return c[:12] + c[40:]
+	}
+	return c
 }
