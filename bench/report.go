@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -250,6 +251,9 @@ func (rep *Report) kafkaAhead() []string {
 			k, nk := rep.Median(w.Name, Kafka, m)
 			if ns == 0 || nk == 0 || m == "sendfile_fraction" || m == "client_cpu_s" {
 				continue
+			}
+			if m == "cpu_s" && slices.Contains(w.Metrics, "cpu_per_gb") {
+				continue // throughputs differ: CPU per GB is the fair figure
 			}
 			if (def.higher && s < k*(1-aheadTolerance)) || (!def.higher && s > k*(1+aheadTolerance)) {
 				out = append(out, fmt.Sprintf("%s — %s: Kafka %s, Sluice %s", w.Name, def.label, fmtMetric(m, k), fmtMetric(m, s)))
