@@ -689,7 +689,7 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 		old.Limits.WriteSyncMBps = max(old.Limits.WriteSyncMBps, fresh.Limits.WriteSyncMBps)
 	}
 	old.Notes = append(old.Notes, fresh.Notes...)
-	old.Notes = append(old.Notes, fmt.Sprintf("%s re-run on %s at commit %s, %d round(s) of %v (`%s --merge …`); the other workloads are from the run above.",
+	old.Notes = append(old.Notes, fmt.Sprintf("%s re-run on %s at commit %s, %d round(s) of %v (`%s`); the other workloads are from the run above.",
 		strings.Join(names, ", "), fresh.Started.UTC().Format("2006-01-02 15:04 MST"), shortCommit(fresh.Machine.Commit),
 		fresh.Options.Rounds, fresh.Options.Duration, strings.TrimSpace(fresh.Options.Command)))
 	old.Finished = old.Finished.Add(fresh.Finished.Sub(fresh.Started))

@@ -180,10 +180,10 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 
 	if containsKind(rep.brokersOf(), Kafka) {
 		b.WriteString("### Where Kafka is ahead in this run\n\n")
-		b.WriteString("Broker figures whose Sluice median is more than 2% worse than Kafka's (why: see the hand-written notes after this generated section).\n\n")
 		if ahead := rep.kafkaAhead(); len(ahead) == 0 {
 			b.WriteString("No broker figure is more than 2% worse than Kafka's. (Causes and caveats: see the hand-written notes after this generated section.)\n\n")
 		} else {
+			b.WriteString("Broker figures whose Sluice median is more than 2% worse than Kafka's (why: see the hand-written notes after this generated section).\n\n")
 			for _, a := range ahead {
 				fmt.Fprintf(&b, "- %s\n", a)
 			}
