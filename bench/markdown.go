@@ -107,8 +107,12 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`sluice bench kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
 	}
 	b.WriteString("\n")
-	fmt.Fprintf(&b, "- **Runs**: for each round, each workload runs against each broker in turn (%s), every time on a freshly started broker with a fresh data directory, after a %v warm-up produce on another topic (for the JVM's JIT; a longer-lived Kafka may do better). Timed runs last %v; catch-up workloads write %d records and read them back from the page cache. Tables show medians over rounds.\n",
-		brokerOrder(o.Brokers), o.Warmup, o.Duration, o.CatchUpRecords)
+	jit := ""
+	if containsKind(o.Brokers, Kafka) {
+		jit = " (for the JVM's JIT; a longer-lived Kafka may do better)"
+	}
+	fmt.Fprintf(&b, "- **Runs**: for each round, each workload runs against each broker in turn (%s), every time on a freshly started broker with a fresh data directory, after a %v warm-up produce on another topic%s. Timed runs last %v; catch-up workloads write %d records and read them back from the page cache. Tables show medians over rounds.\n",
+		brokerOrder(o.Brokers), o.Warmup, jit, o.Duration, o.CatchUpRecords)
 	b.WriteString("- **Load**: franz-go clients in the runner's process; 1 KiB values of random (incompressible) bytes, no compression, linger 0, batches up to 1 MB, up to 5 produce requests in flight per connection (idempotent with acks=all, not with acks=1); one topic per workload created with the stated partitions. Produce-ack latency runs from the time a record was scheduled to its acknowledgement (fixed-rate runs are charged for stalls: no coordinated omission); end-to-end latency from the same time, embedded in the value, to the consumer's poll returning it. Histograms are HDR (1 µs–5 min, 3 digits).\n")
 	b.WriteString("- **Broker cost**: CPU time (user+system, `/proc/PID/stat`) over the measured run (catch-up runs: the read phase only), peak RSS (`VmHWM`, `/proc/PID/status`) of the broker process since its start. The load generator's own CPU time over the same span is shown too: on two cores a client near one full core is itself the ceiling.\n")
 	if l := rep.Limits; l != nil {
