@@ -603,10 +603,13 @@ func TestGroupRebalanceTimeoutKicksLaggards(t *testing.T) {
 }
 
 func TestGroupInitialRebalanceDelay(t *testing.T) {
-	tb := groupBroker(t, func(c *engine.Config) { c.GroupInitialRebalanceDelay = 300 * time.Millisecond })
+	// The delay is long next to the 200ms between the joins so that a
+	// loaded machine cannot make the second join miss the first delay.
+	const delay = 1500 * time.Millisecond
+	tb := groupBroker(t, func(c *engine.Config) { c.GroupInitialRebalanceDelay = delay })
 	const group = "delayed"
 	ca, cb := dialGroup(t, tb.Addr), dialGroup(t, tb.Addr)
-	o := joinOpts{version: 3, session: 10 * time.Second, rebalance: 5 * time.Second}
+	o := joinOpts{version: 3, session: 20 * time.Second, rebalance: 15 * time.Second}
 	start := time.Now()
 	jaCh := ca.start(joinRequest(group, o))
 	time.Sleep(200 * time.Millisecond)
@@ -616,9 +619,10 @@ func TestGroupInitialRebalanceDelay(t *testing.T) {
 	if ja.Generation != 1 || jb.Generation != 1 || len(ja.Members)+len(jb.Members) != 2 {
 		t.Fatalf("both members should land in generation 1: %d/%d, members %d/%d", ja.Generation, jb.Generation, len(ja.Members), len(jb.Members))
 	}
-	// A member arriving during the delay extends it by another delay.
-	if elapsed < 550*time.Millisecond || elapsed > 3*time.Second {
-		t.Fatalf("initial join took %v, want about 600ms", elapsed)
+	// A member arriving during the delay extends it by another delay,
+	// counted from its arrival, at least 200ms after the first join.
+	if elapsed < 200*time.Millisecond+delay {
+		t.Fatalf("initial join took %v, want at least %v", elapsed, 200*time.Millisecond+delay)
 	}
 }
 
