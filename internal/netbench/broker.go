@@ -63,7 +63,13 @@ type brokerProc struct {
 }
 
 func startBroker(name, backend, dataDir string, loops, workers int, accept string, env []string) (*brokerProc, error) {
-	cmd := exec.Command(os.Args[0], "-serve", "-net", backend, "-data", dataDir,
+	bin := os.Args[0]
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "NETBENCH_BIN="); ok {
+			bin = v // an A/B run against another build
+		}
+	}
+	cmd := exec.Command(bin, "-serve", "-net", backend, "-data", dataDir,
 		"-loops", strconv.Itoa(loops), "-workers", strconv.Itoa(workers), "-accept", accept)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM} // no orphans if netbench dies

@@ -49,6 +49,18 @@ func report(w io.Writer, cfg runConfig, bs []*brokerProc, res samples) {
 			}
 		}
 		fmt.Fprintln(w)
+		fmt.Fprintf(w, "Load generator CPU time per request, µs (the same client for every broker; on a shared machine it bounds how far broker savings show in the rate):\n\n")
+		head(append([]string{"request", "connections"}, names...)...)
+		for _, api := range []string{"ApiVersions", "Metadata"} {
+			for _, n := range cfg.conns {
+				row := []string{api, fmt.Sprint(n)}
+				for _, b := range bs {
+					row = append(row, fmt.Sprintf("%.1f", res.median(key(b, api+"client", n))))
+				}
+				fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+			}
+		}
+		fmt.Fprintln(w)
 	}
 	head(append([]string{"figure"}, names...)...)
 	line := func(label, what string, n int, format string, scale float64) {

@@ -95,6 +95,17 @@ func dialFd(addr string) (int, error) {
 	}
 }
 
+// resetFds closes with RST (SO_LINGER 0), leaving no TIME_WAIT behind.
+func resetFds(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+			unix.Close(fd)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // let the broker see the resets
+}
+
 func closeFds(fds []int) {
 	for _, fd := range fds {
 		if fd >= 0 {
@@ -230,11 +241,12 @@ func rate(b *brokerProc, fds []int, req []byte, warm, d time.Duration) (float64,
 	for time.Since(start) < warm && rc.err == nil {
 		rc.step(false)
 	}
-	base, t0, cpu0 := rc.count, time.Now(), b.cpu()
+	base, t0, cpu0, self0 := rc.count, time.Now(), b.cpu(), selfCPU()
 	for time.Since(t0) < d && rc.err == nil {
 		rc.step(false)
 	}
 	done, el, cpu := rc.count-base, time.Since(t0), b.cpu()-cpu0
+	lastClientCPU = (selfCPU() - self0) / time.Duration(max(done, 1))
 	// Let in-flight requests finish so the connections can be reused.
 	inflight := int64(len(fds))
 	target := rc.count + inflight
@@ -246,4 +258,14 @@ func rate(b *brokerProc, fds []int, req []byte, warm, d time.Duration) (float64,
 		return 0, 0, rc.err
 	}
 	return float64(done) / el.Seconds(), cpu / time.Duration(max(done, 1)), nil
+}
+
+// lastClientCPU is the load generator's own CPU time per response in the
+// last rate run: the share of the machine the measurement itself costs.
+var lastClientCPU time.Duration
+
+func selfCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
