@@ -40,7 +40,7 @@
 // listening socket per loop, when the listener was made with Listen) or
 // else handed off round-robin from one accepting loop; SO_REUSEPORT is the
 // default because it measured the same per request and opened 10,000
-// connections three times faster (BENCHMARKS.md, "Network layer").
+// connections faster (3× on uring; BENCHMARKS.md, "Network layer").
 //
 // ConnHandler.Serve runs on the loop: most requests are answered inline, so
 // the reply goes out in the same loop iteration with no goroutine hand-off,
