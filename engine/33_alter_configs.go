@@ -56,16 +56,24 @@ func (b *Broker) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 	for i, c := range rr.Configs {
 		names[i] = c.Name
 	}
+	return b.alterResource(rr.ResourceType, rr.ResourceName, names, func() error {
+		return b.replaceTopicConfigs(rr.ResourceName, rr.Configs, validateOnly)
+	})
+}
+
+// alterResource applies the checks both alter APIs share (duplicate keys,
+// resource type) and runs alterTopic for a topic resource.
+func (b *Broker) alterResource(typ kmsg.ConfigResourceType, name string, names []string, alterTopic func() error) error {
 	if hasDuplicate(names) {
 		return topicErr(kerr.InvalidRequest, "Error due to duplicate config keys")
 	}
-	switch rr.ResourceType {
+	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
-		return b.replaceTopicConfigs(rr.ResourceName, rr.Configs, validateOnly)
+		return alterTopic()
 	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBrokerConfigs(rr.ResourceName, names)
+		return b.alterBrokerConfigs(name, names)
 	}
-	return unsupportedResource(rr.ResourceType)
+	return unsupportedResource(typ)
 }
 
 func (b *Broker) replaceTopicConfigs(name string, cfgs []kmsg.AlterConfigsRequestResourceConfig, validateOnly bool) error {

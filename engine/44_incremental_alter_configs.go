@@ -50,16 +50,9 @@ func (b *Broker) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequest
 	for i, c := range rr.Configs {
 		names[i] = c.Name
 	}
-	if hasDuplicate(names) {
-		return topicErr(kerr.InvalidRequest, "Error due to duplicate config keys")
-	}
-	switch rr.ResourceType {
-	case kmsg.ConfigResourceTypeTopic:
+	return b.alterResource(rr.ResourceType, rr.ResourceName, names, func() error {
 		return b.alterTopicIncrementally(rr.ResourceName, rr.Configs, validateOnly)
-	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBrokerConfigs(rr.ResourceName, names)
-	}
-	return unsupportedResource(rr.ResourceType)
+	})
 }
 
 func (b *Broker) alterTopicIncrementally(name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
