@@ -17,6 +17,10 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import interop_report  # noqa: E402
+from interop_report import check, one_line, report  # noqa: E402
+
 BOOTSTRAP = os.environ.get("SLUICE_BOOTSTRAP", "127.0.0.1:9092")
 DEBUG = os.environ.get("INTEROP_DEBUG")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,30 +30,6 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 CODEC_PARTITIONS, GROUP_PARTITIONS = 3, 4
 CODEC_RECORDS, GROUP_RECORDS = 120, 100
 REJOIN_WAIT = 4
-
-failed = False
-
-
-def one_line(s):
-    return " ".join(str(s).split())
-
-
-def report(verdict, cap, detail):
-    global failed
-    if verdict == "fail":
-        failed = True
-    print(f"##interop {verdict} {cap} {one_line(detail)}", flush=True)
-
-
-def check(cap, fn):
-    try:
-        report("pass", cap, fn())
-        return True
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        import traceback
-        traceback.print_exc()
-        report("fail", cap, f"{type(e).__name__}: {e}")
-        return False
 
 
 def kcat_args(*args):
@@ -301,7 +281,7 @@ def main():
         report("fail", "list-offsets", "not run: the uncompressed produce step failed")
     report("skip", "describe-config", "kcat has no config API (kafka-configs is covered under Kafka tools)")
     report("skip", "alter-config", "kcat has no config API (kafka-configs is covered under Kafka tools)")
-    return 1 if failed else 0
+    return 1 if interop_report.failed else 0
 
 
 if __name__ == "__main__":

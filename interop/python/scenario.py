@@ -29,6 +29,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import interop_report  # noqa: E402
+from interop_report import check, report  # noqa: E402
+
 BOOTSTRAP = os.environ.get("SLUICE_BOOTSTRAP", "127.0.0.1:9092")
 DEBUG = os.environ.get("INTEROP_DEBUG")
 NAME = "confluent-kafka"
@@ -43,31 +47,6 @@ REBALANCING = {
     confluent_kafka.KafkaError.UNKNOWN_MEMBER_ID,
     confluent_kafka.KafkaError._ASSIGNMENT_LOST,
 }  # seconds for a restarted member to join before the rest of phase 2
-
-failed = False
-
-
-def one_line(s):
-    return " ".join(str(s).split())
-
-
-def report(verdict, cap, detail):
-    global failed
-    if verdict == "fail":
-        failed = True
-    print(f"##interop {verdict} {cap} {one_line(detail)}", flush=True)
-
-
-def check(cap, fn):
-    """Runs a step; its return value is the pass detail, an exception the failure."""
-    try:
-        report("pass", cap, fn())
-        return True
-    except Exception as e:  # noqa: BLE001 - every failure is reported
-        traceback.print_exc()
-        report("fail", cap, f"{type(e).__name__}: {e}")
-        return False
-
 
 def conf(**extra):
     c = {"bootstrap.servers": BOOTSTRAP}
@@ -403,7 +382,7 @@ def main():
 
     check("describe-config", describe_step)
     check("alter-config", alter_step)
-    return 1 if failed else 0
+    return 1 if interop_report.failed else 0
 
 
 if __name__ == "__main__":
