@@ -27,17 +27,6 @@ func (rep *Report) brokersOf() []BrokerKind {
 	return out
 }
 
-// baseline is what Sluice is divided by: Kafka, else kfake.
-func (rep *Report) baseline() (BrokerKind, bool) {
-	bs := rep.brokersOf()
-	for _, want := range []BrokerKind{Kafka, Kfake} {
-		if containsKind(bs, want) {
-			return want, containsKind(bs, Sluice)
-		}
-	}
-	return "", false
-}
-
 // ratio is Sluice's median over other's, or NaN.
 func (rep *Report) ratio(workload, metric string, other BrokerKind) float64 {
 	s, ns := rep.Median(workload, Sluice, metric)

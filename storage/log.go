@@ -71,9 +71,9 @@ type Log struct {
 		cleanPoint, cleanHorizon int64
 	}
 
-	// cleanMu serialises compactions. Close and Delete take it after
-	// setting closed, which a compaction checks between batches, so they
-	// wait for a running pass to stop.
+	// cleanMu serialises compactions. Close and Delete hold it from just
+	// after setting closed, which a compaction checks between batches, so
+	// they wait for a running pass to stop and no new pass starts.
 	cleanMu sync.Mutex
 	// compactHook, if set (tests), is called at each stage of a swap; an
 	// error stops the pass there, leaving the files as a crash would.
@@ -92,7 +92,65 @@ type Log struct {
 	// later ones, since recovery resumes scanning inside it.
 	durableBase atomic.Int64
 
-	deleting sync.WaitGroup // pending delayed file removals
+	removals removals // delayed file removals (file.delete.delay.ms)
+}
+
+// removals are the file removals a log has scheduled for later, so that
+// Regions handed out before a deletion stay readable until then. Close
+// runs the pending ones at once and waits for those already running: no
+// one reads a closed log's files, and the next Open would remove the same
+// *.deleted files anyway.
+type removals struct {
+	mu      sync.Mutex
+	pending map[*time.Timer]func() // guarded by mu; scheduled, not started
+	done    bool                   // guarded by mu; set by runAll: run at once from then on
+	running sync.WaitGroup         // removals whose timer fired and that are still running
+}
+
+// after runs remove once delay has passed, or now if delay <= 0 or the log
+// is closed.
+func (r *removals) after(delay time.Duration, remove func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if delay <= 0 || r.done {
+		remove()
+		return
+	}
+	if r.pending == nil {
+		r.pending = map[*time.Timer]func(){}
+	}
+	var t *time.Timer
+	// The callback takes mu, which is held until t is set.
+	t = time.AfterFunc(delay, func() { r.fire(t) })
+	r.pending[t] = remove
+}
+
+func (r *removals) fire(t *time.Timer) {
+	r.mu.Lock()
+	remove, ok := r.pending[t]
+	delete(r.pending, t)
+	if ok {
+		r.running.Add(1)
+	}
+	r.mu.Unlock()
+	if ok {
+		defer r.running.Done()
+		remove()
+	}
+}
+
+// runAll runs every pending removal now, waits for the running ones, and
+// makes later ones run at once.
+func (r *removals) runAll() {
+	r.mu.Lock()
+	pending := r.pending
+	r.pending, r.done = nil, true
+	r.mu.Unlock()
+	for t, remove := range pending {
+		t.Stop()
+		remove()
+	}
+	r.running.Wait()
 }
 
 // endMark is an offset with the byte position it corresponds to, published
@@ -296,8 +354,9 @@ func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.cleanMu.Lock() // let a running compaction stop
-	l.cleanMu.Unlock()
+	l.cleanMu.Lock() // wait for a running compaction to stop
+	defer l.cleanMu.Unlock()
+	l.removals.runAll()
 	err := l.flush(flushFinal)
 	l.mu.Lock()
 	l.mu.closed = true
@@ -345,14 +404,14 @@ func (l *Log) closeSegments() error {
 // its files stay valid.
 func (l *Log) Delete() error {
 	l.closed.Store(true)
-	l.cleanMu.Lock() // let a running compaction stop
-	l.cleanMu.Unlock()
+	l.cleanMu.Lock() // wait for a running compaction to stop
+	defer l.cleanMu.Unlock()
 	l.mu.Lock()
 	l.mu.closed = true
 	delay := time.Duration(l.mu.cfg.FileDeleteDelayMs) * time.Millisecond
 	l.mu.Unlock()
-	l.flushMu.Lock() // wait for a background flush to finish
-	l.flushMu.Unlock()
+	l.flushMu.Lock() // wait for a background flush; later ones see closed
+	defer l.flushMu.Unlock()
 	aside := fmt.Sprintf("%s.%x-delete", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano())
 	if err := os.Rename(l.dir, aside); err != nil {
 		return errors.Join(err, l.closeSegments())
@@ -362,11 +421,7 @@ func (l *Log) Delete() error {
 		l.closeSegments()
 		os.RemoveAll(aside)
 	}
-	if delay <= 0 {
-		remove()
-		return nil
-	}
-	time.AfterFunc(delay, remove)
+	l.removals.after(delay, remove)
 	return nil
 }
 
