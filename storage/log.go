@@ -102,9 +102,14 @@ type Log struct {
 // *.deleted files anyway.
 type removals struct {
 	mu      sync.Mutex
-	pending map[*time.Timer]func() // guarded by mu; scheduled, not started
-	done    bool                   // guarded by mu; set by runAll: run at once from then on
-	running sync.WaitGroup         // removals whose timer fired and that are still running
+	pending map[*removal]bool // guarded by mu; scheduled, not started
+	done    bool              // guarded by mu; set by runAll: run at once from then on
+	running sync.WaitGroup    // removals whose timer fired and that are still running
+}
+
+type removal struct {
+	timer *time.Timer // set under removals.mu
+	run   func()
 }
 
 // after runs remove once delay has passed, or now if delay <= 0 or the log
@@ -117,25 +122,24 @@ func (r *removals) after(delay time.Duration, remove func()) {
 		return
 	}
 	if r.pending == nil {
-		r.pending = map[*time.Timer]func(){}
+		r.pending = map[*removal]bool{}
 	}
-	var t *time.Timer
-	// The callback takes mu, which is held until t is set.
-	t = time.AfterFunc(delay, func() { r.fire(t) })
-	r.pending[t] = remove
+	e := &removal{run: remove}
+	e.timer = time.AfterFunc(delay, func() { r.fire(e) })
+	r.pending[e] = true
 }
 
-func (r *removals) fire(t *time.Timer) {
+func (r *removals) fire(e *removal) {
 	r.mu.Lock()
-	remove, ok := r.pending[t]
-	delete(r.pending, t)
+	ok := r.pending[e]
+	delete(r.pending, e)
 	if ok {
 		r.running.Add(1)
 	}
 	r.mu.Unlock()
 	if ok {
 		defer r.running.Done()
-		remove()
+		e.run()
 	}
 }
 
@@ -146,9 +150,9 @@ func (r *removals) runAll() {
 	pending := r.pending
 	r.pending, r.done = nil, true
 	r.mu.Unlock()
-	for t, remove := range pending {
-		t.Stop()
-		remove()
+	for e := range pending {
+		e.timer.Stop()
+		e.run()
 	}
 	r.running.Wait()
 }
