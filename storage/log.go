@@ -17,8 +17,9 @@ import (
 )
 
 // Region is a byte range of a segment file, returned by reads instead of bytes.
-// File stays valid (not closed) for at least FileDeleteDelay after the segment is
-// deleted, so an in-flight sendfile never hits a closed or reused descriptor.
+// File stays valid (not closed) for at least FileDeleteDelayMs after the
+// segment is deleted, or until the log is closed, so an in-flight sendfile
+// never hits a closed or reused descriptor.
 type Region struct {
 	File *os.File
 	Pos  int64 // byte position in File
@@ -353,7 +354,8 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 
 // Close flushes everything, trims the active segment's indexes, writes a
 // producer snapshot and the checkpoints, and leaves a clean-shutdown marker
-// so the next Open skips recovery.
+// so the next Open skips recovery. Segments deleted earlier lose their
+// files now rather than when their file.delete.delay.ms runs out.
 func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
