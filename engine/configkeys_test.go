@@ -1,0 +1,232 @@
+package engine
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/storage"
+)
+
+// TestDefaultConfigUnchanged pins the defaults the table produces to the
+// values `sluice serve` ran with before the table existed.
+func TestDefaultConfigUnchanged(t *testing.T) {
+	want := Config{
+		NodeID: 1, Listen: "localhost:9092", DataDir: "./data",
+		NumPartitions: 1, AutoCreateTopics: true, DeleteTopicEnable: true,
+		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, ConnectionsMaxIdle: 10 * time.Minute,
+		Log: storage.DefaultConfig(), CompressionType: "producer", RetentionCheckInterval: 5 * time.Minute,
+		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
+		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
+		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
+		MaxIncrementalFetchSessions: 1000, Net: "auto",
+	}
+	if got := DefaultConfig(); got != want {
+		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestEveryKeyParsesItsDefault: each row's default passes its own checks,
+// reads back as itself, and a file setting every used key to its default
+// yields DefaultConfig.
+func TestEveryKeyParsesItsDefault(t *testing.T) {
+	def := DefaultConfig()
+	var file strings.Builder
+	names := map[string]bool{}
+	for i := range configKeys {
+		k := &configKeys[i]
+		if names[k.name] {
+			t.Errorf("%s: two rows", k.name)
+		}
+		names[k.name] = true
+		if k.use == useIgnored {
+			continue
+		}
+		if k.doc == "" {
+			t.Errorf("%s: no doc", k.name)
+		}
+		if k.def != "" {
+			if err := k.check(k.def); err != nil {
+				t.Errorf("%s: default %q: %v", k.name, k.def, err)
+			}
+		}
+		if got := k.value(&def); got != k.def {
+			t.Errorf("%s: DefaultConfig holds %q, default is %q", k.name, got, k.def)
+		}
+		if k.use == useConfig && k.def != "" {
+			file.WriteString(k.name + "=" + k.def + "\n")
+		}
+	}
+	var c Config
+	unknown, err := c.ApplyProperties(strings.NewReader(file.String()))
+	if err != nil || len(unknown) != 0 || c != def {
+		t.Fatalf("defaults through a file: %v, unknown %v\n got %+v\nwant %+v", err, unknown, c, def)
+	}
+}
+
+// TestBoundsEnforced: for every numeric key the bounds are accepted and
+// one past them is refused with the key and line named; for every key with
+// valid values, another one is refused.
+func TestBoundsEnforced(t *testing.T) {
+	for i := range configKeys {
+		k := &configKeys[i]
+		if k.use != useConfig && k.topic == "" {
+			continue
+		}
+		min, max := k.bounds()
+		good, bad := []string{}, []string{"x"}
+		switch k.typ {
+		case typeInt, typeLong:
+			good = append(good, itoa(min), itoa(max))
+			if min > math.MinInt64 {
+				bad = append(bad, itoa(min-1))
+			}
+			if max < math.MaxInt64 {
+				bad = append(bad, itoa(max+1))
+			}
+		case typeDouble:
+			good = append(good, itoa(min), itoa(max))
+			bad = append(bad, strconv.FormatFloat(float64(min)-0.1, 'g', -1, 64), strconv.FormatFloat(float64(max)+0.1, 'g', -1, 64), "NaN")
+		case typeBool:
+			good = append(good, "true", "FALSE")
+		case typeString, typeList:
+			if k.oneOf == nil {
+				continue
+			}
+			good, bad = k.oneOf, []string{"bogus", ""}
+		}
+		for _, v := range good {
+			if err := k.check(v); err != nil {
+				t.Errorf("%s=%s refused: %v", k.name, v, err)
+			}
+		}
+		for _, v := range bad {
+			if k.check(v) == nil {
+				t.Errorf("%s=%s accepted", k.name, v)
+			}
+			if k.use != useConfig {
+				continue
+			}
+			var c Config
+			_, err := c.ApplyProperties(strings.NewReader("# first\n" + k.name + "=" + v + "\n"))
+			if err == nil || !strings.Contains(err.Error(), "line 2: "+k.name+"=") {
+				t.Errorf("%s=%s from a file: %v", k.name, v, err)
+			}
+		}
+	}
+}
+
+func applyFile(t *testing.T, lines ...string) (Config, []string, error) {
+	t.Helper()
+	c := DefaultConfig()
+	unknown, err := c.ApplyProperties(strings.NewReader(strings.Join(lines, "\n")))
+	return c, unknown, err
+}
+
+// TestAliases: of a key's spellings the most specific wins wherever it
+// stands in the file, as in Kafka; units convert.
+func TestAliases(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  int64
+	}{
+		{[]string{"log.retention.hours=2"}, 2 * 3_600_000},
+		{[]string{"log.retention.minutes=3"}, 3 * 60_000},
+		{[]string{"log.retention.ms=5", "log.retention.minutes=3", "log.retention.hours=2"}, 5},
+		{[]string{"log.retention.hours=2", "log.retention.minutes=3"}, 3 * 60_000},
+		{[]string{"log.retention.hours=-1"}, -1},
+		{[]string{"log.retention.minutes=-1", "log.retention.hours=1"}, -1},
+		{[]string{"log.retention.ms=1", "log.retention.ms=9"}, 9},
+	} {
+		c, _, err := applyFile(t, tc.lines...)
+		if err != nil || c.Log.RetentionMs != tc.want {
+			t.Errorf("%v: retention %d (%v), want %d", tc.lines, c.Log.RetentionMs, err, tc.want)
+		}
+	}
+	c, _, err := applyFile(t, "log.roll.hours=2", "log.dir=/a", "broker.id=7")
+	if err != nil || c.Log.SegmentMs != 2*3_600_000 || c.DataDir != "/a" || c.NodeID != 7 {
+		t.Fatalf("aliases: %v %+v", err, c)
+	}
+	c, _, err = applyFile(t, "log.roll.ms=5", "log.roll.hours=2", "log.dirs=/b", "log.dir=/a", "node.id=7", "broker.id=7")
+	if err != nil || c.Log.SegmentMs != 5 || c.DataDir != "/b" || c.NodeID != 7 {
+		t.Fatalf("keys over aliases: %v %+v", err, c)
+	}
+	for _, bad := range [][]string{
+		{"node.id=1", "broker.id=2"},                    // Kafka refuses differing ids
+		{"log.roll.hours=0"},                            // below log.roll.ms's minimum
+		{"log.retention.hours=-2"},                      // below -1
+		{"log.retention.ms=1", "log.retention.hours=x"}, // a shadowed spelling is still checked
+	} {
+		if _, _, err := applyFile(t, bad...); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// TestIgnoredAndUnknownKeys: stock Kafka keys Sluice has no use for are
+// accepted whatever their value; unknown keys, and fixed keys Sluice cannot
+// take from a file, are returned in file order.
+func TestIgnoredAndUnknownKeys(t *testing.T) {
+	c, unknown, err := applyFile(t, "process.roles=broker,controller", "num.io.threads=lots", "x.y=1",
+		"offsets.topic.replication.factor=3", "log.preallocate=true", "num.partitions=4")
+	if err != nil || strings.Join(unknown, " ") != "x.y log.preallocate" || c.NumPartitions != 4 {
+		t.Fatalf("err %v, unknown %v, partitions %d", err, unknown, c.NumPartitions)
+	}
+}
+
+func TestSet(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Set("sluice.net", "std"); err != nil || c.Net != "std" {
+		t.Fatalf("sluice.net: %v %q", err, c.Net)
+	}
+	if err := c.Set("log.retention.hours", "1"); err != nil || c.Log.RetentionMs != 3_600_000 {
+		t.Fatalf("alias: %v %d", err, c.Log.RetentionMs)
+	}
+	for _, kv := range [][2]string{{"sluice.net", "fast"}, {"sluice.net.loops", "1025"}, {"no.such.key", "1"}, {"process.roles", "broker"}} {
+		if err := c.Set(kv[0], kv[1]); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+}
+
+// TestTopicKeys: every topic key validates its broker default, refuses
+// garbage naming itself, and unknown topic keys are refused.
+func TestTopicKeys(t *testing.T) {
+	c := DefaultConfig()
+	if len(topicKeyNames) != len(topicKeys) {
+		t.Fatalf("%d topic names for %d keys", len(topicKeyNames), len(topicKeys))
+	}
+	for _, name := range topicKeyNames {
+		v, ok := c.DefaultTopicValue(name)
+		if err := ValidateTopicConfig(name, v); !ok || err != nil {
+			t.Errorf("%s=%q: %v", name, v, err)
+		}
+		if err := ValidateTopicConfig(name, "garbage"); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=garbage: %v", name, err)
+		}
+	}
+	if ValidateTopicConfig("log.retention.ms", "1") == nil {
+		t.Error("a broker key accepted as a topic key")
+	}
+}
+
+func TestResolveTopic(t *testing.T) {
+	c := DefaultConfig()
+	c.Log.SegmentBytes = 1 << 20
+	s := c.ResolveTopic(map[string]string{"retention.ms": "1000", "max.message.bytes": "2048", "compression.type": "zstd",
+		"message.timestamp.type": "LogAppendTime", "min.insync.replicas": "2", "flush.ms": " 7 "})
+	if s.Log.RetentionMs != 1000 || s.MaxMessageBytes != 2048 || s.Log.MaxMessageBytes != 2048 || s.CompressionType != "zstd" ||
+		s.Log.TimestampType != storage.LogAppendTime || s.Log.SegmentBytes != 1<<20 || s.Log.FlushMs != 7 {
+		t.Fatalf("resolved: %+v", s)
+	}
+	s = c.ResolveTopic(map[string]string{"cleanup.policy": "compact"})
+	if !s.Log.Compact || s.Log.RetentionMs != -1 || s.Log.RetentionBytes != -1 {
+		t.Fatalf("compact only: %+v", s.Log)
+	}
+	s = c.ResolveTopic(map[string]string{"cleanup.policy": "compact,delete"})
+	if !s.Log.Compact || s.Log.RetentionMs != c.Log.RetentionMs {
+		t.Fatalf("compact,delete: %+v", s.Log)
+	}
+}
