@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 	}
-	if got := DefaultConfig(); got != want {
+	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
 	}
 }
@@ -61,7 +62,7 @@ func TestEveryKeyParsesItsDefault(t *testing.T) {
 	}
 	var c Config
 	unknown, err := c.ApplyProperties(strings.NewReader(file.String()))
-	if err != nil || len(unknown) != 0 || c != def {
+	if err != nil || len(unknown) != 0 || !reflect.DeepEqual(c, def) {
 		t.Fatalf("defaults through a file: %v, unknown %v\n got %+v\nwant %+v", err, unknown, c, def)
 	}
 }
