@@ -92,14 +92,16 @@ func (c *Config) AdvertisedHostPort() (string, int32, error) {
 	return host, int32(p), nil
 }
 
-// ApplyProperties reads a Kafka-style server.properties into c. Unknown keys
-// are returned in file order (for the caller to warn about); a bad value is
-// an error that names its key and line, and leaves c partly applied.
+// ApplyProperties reads a Kafka-style server.properties into c, the one
+// reader of that file. Unknown keys are returned in file order (for the
+// caller to warn about); a bad value is an error that names its key and
+// line, after which c is not to be used.
 //
 // Every line is checked before any is applied, so that of a key's spellings
 // the most specific wins wherever it stands, as in Kafka
 // (log.retention.ms > log.retention.minutes > log.retention.hours). A key
-// given twice takes its last value.
+// given twice takes its last value. Keys the table marks ignored are
+// accepted whatever their value.
 func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
 	props, err := readProperties(r)
 	if err != nil {
@@ -180,7 +182,7 @@ func (r keyRef) inKeyUnits(v string) (string, error) {
 		return v, r.key.check(v)
 	}
 	min, _ := r.key.bounds()
-	n, err := parseInt(strings.TrimSpace(v), &configKey{typ: typeInt, min: min, max: math.MaxInt32})
+	n, err := parseInt(strings.TrimSpace(v), min, math.MaxInt32) // Kafka's aliases are INTs
 	switch {
 	case err != nil:
 		return "", err

@@ -75,8 +75,9 @@ type configKey struct {
 	// def is the default, written as in server.properties; "" is Kafka's
 	// null (the Config field keeps its zero value).
 	def string
-	// min and max bound Int, Long and Double values. Both zero means the
-	// type's own range (int32 for Int, int64 for Long).
+	// min and max bound Int, Long and Double values, both inclusive. Both
+	// zero means the type's own range (int32 for Int, int64 for Long);
+	// otherwise max is set (a test checks max > min).
 	min, max int64
 	// oneOf lists the valid values of a String, or of each item of a List;
 	// nil allows any.
@@ -115,7 +116,10 @@ type (
 	minutes struct{ d *time.Duration }
 )
 
-const maxInt32 = math.MaxInt32
+const (
+	maxInt32 = math.MaxInt32
+	maxLong  = math.MaxInt64
+)
 
 // configKeys is the table, broker keys in the order of Kafka's docs
 // sections; lookups go through the indexes below.
@@ -148,28 +152,28 @@ var configKeys = []configKey{
 	// Log segments, retention and flushing: broker defaults of topic keys.
 	{name: "log.segment.bytes", typ: typeInt, def: "1073741824", min: 14, max: maxInt32, scope: clusterWide, topic: "segment.bytes",
 		doc: "segment file size that triggers a roll", field: func(c *Config) any { return &c.Log.SegmentBytes }},
-	{name: "log.roll.ms", typ: typeLong, def: "604800000", min: 1, scope: clusterWide, topic: "segment.ms",
+	{name: "log.roll.ms", typ: typeLong, def: "604800000", min: 1, max: maxLong, scope: clusterWide, topic: "segment.ms",
 		doc: "age that triggers a segment roll", aliases: []alias{{name: "log.roll.hours", unit: 3_600_000}},
 		field: func(c *Config) any { return &c.Log.SegmentMs }},
-	{name: "log.roll.jitter.ms", typ: typeLong, def: "0", min: 0, scope: clusterWide, topic: "segment.jitter.ms", use: useFixed,
+	{name: "log.roll.jitter.ms", typ: typeLong, def: "0", min: 0, max: maxLong, scope: clusterWide, topic: "segment.jitter.ms", use: useFixed,
 		doc: "random jitter subtracted from segment.ms"},
 	{name: "log.index.size.max.bytes", typ: typeInt, def: "10485760", min: 4, max: maxInt32, scope: clusterWide, topic: "segment.index.bytes",
 		doc: "preallocated size of each index file", field: func(c *Config) any { return &c.Log.SegmentIndexBytes }},
 	{name: "log.index.interval.bytes", typ: typeInt, def: "4096", min: 0, max: maxInt32, scope: clusterWide, topic: "index.interval.bytes",
 		doc: "bytes of log between offset index entries", field: func(c *Config) any { return &c.Log.IndexIntervalBytes }},
-	{name: "log.retention.ms", typ: typeLong, def: "604800000", min: -1, scope: clusterWide, topic: "retention.ms",
+	{name: "log.retention.ms", typ: typeLong, def: "604800000", min: -1, max: maxLong, scope: clusterWide, topic: "retention.ms",
 		doc:     "age after which segments are deleted; -1 unlimited",
 		aliases: []alias{{name: "log.retention.minutes", unit: 60_000}, {name: "log.retention.hours", unit: 3_600_000}},
 		field:   func(c *Config) any { return &c.Log.RetentionMs }},
-	{name: "log.retention.bytes", typ: typeLong, def: "-1", min: -1, scope: clusterWide, topic: "retention.bytes",
+	{name: "log.retention.bytes", typ: typeLong, def: "-1", min: -1, max: maxLong, scope: clusterWide, topic: "retention.bytes",
 		doc: "size a partition is trimmed to; -1 unlimited", field: func(c *Config) any { return &c.Log.RetentionBytes }},
-	{name: "log.retention.check.interval.ms", typ: typeLong, def: "300000", min: 1, doc: "how often retention runs",
+	{name: "log.retention.check.interval.ms", typ: typeLong, def: "300000", min: 1, max: maxLong, doc: "how often retention runs",
 		field: func(c *Config) any { return millis{&c.RetentionCheckInterval} }},
-	{name: "log.flush.interval.messages", typ: typeLong, def: "9223372036854775807", min: 1, scope: clusterWide, topic: "flush.messages",
+	{name: "log.flush.interval.messages", typ: typeLong, def: "9223372036854775807", min: 1, max: maxLong, scope: clusterWide, topic: "flush.messages",
 		doc: "fsync after this many messages", field: func(c *Config) any { return &c.Log.FlushMessages }},
-	{name: "log.flush.interval.ms", typ: typeLong, def: "9223372036854775807", min: 0, scope: clusterWide, topic: "flush.ms",
+	{name: "log.flush.interval.ms", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide, topic: "flush.ms",
 		doc: "fsync at least this often", field: func(c *Config) any { return &c.Log.FlushMs }},
-	{name: "log.segment.delete.delay.ms", typ: typeLong, def: "60000", min: 0, scope: clusterWide, topic: "file.delete.delay.ms",
+	{name: "log.segment.delete.delay.ms", typ: typeLong, def: "60000", min: 0, max: maxLong, scope: clusterWide, topic: "file.delete.delay.ms",
 		doc: "delay before a deleted segment's file is removed", field: func(c *Config) any { return &c.Log.FileDeleteDelayMs }},
 	{name: "log.preallocate", typ: typeBool, def: "false", scope: clusterWide, topic: "preallocate", use: useFixed,
 		doc: "preallocate segment files"},
@@ -177,13 +181,13 @@ var configKeys = []configKey{
 	// Log cleaning (compaction).
 	{name: "log.cleanup.policy", typ: typeList, def: "delete", oneOf: []string{"delete", "compact"}, scope: clusterWide, topic: "cleanup.policy",
 		doc: "delete and/or compact", get: func(c *Config) string { return cleanupString(c.Log.Compact) }, set: setCleanupPolicy},
-	{name: "log.cleaner.delete.retention.ms", typ: typeLong, def: "86400000", min: 0, scope: clusterWide, topic: "delete.retention.ms",
+	{name: "log.cleaner.delete.retention.ms", typ: typeLong, def: "86400000", min: 0, max: maxLong, scope: clusterWide, topic: "delete.retention.ms",
 		doc: "how long tombstones are kept in compacted topics", field: func(c *Config) any { return &c.Log.DeleteRetentionMs }},
 	{name: "log.cleaner.min.cleanable.ratio", typ: typeDouble, def: "0.5", min: 0, max: 1, scope: clusterWide, topic: "min.cleanable.dirty.ratio",
 		doc: "dirty ratio that triggers compaction", field: func(c *Config) any { return &c.Log.MinCleanableDirtyRatio }},
-	{name: "log.cleaner.min.compaction.lag.ms", typ: typeLong, def: "0", min: 0, scope: clusterWide, topic: "min.compaction.lag.ms",
+	{name: "log.cleaner.min.compaction.lag.ms", typ: typeLong, def: "0", min: 0, max: maxLong, scope: clusterWide, topic: "min.compaction.lag.ms",
 		doc: "shortest time a message stays uncompacted", field: func(c *Config) any { return &c.Log.MinCompactionLagMs }},
-	{name: "log.cleaner.max.compaction.lag.ms", typ: typeLong, def: "9223372036854775807", min: 1, scope: clusterWide, topic: "max.compaction.lag.ms", use: useFixed,
+	{name: "log.cleaner.max.compaction.lag.ms", typ: typeLong, def: "9223372036854775807", min: 1, max: maxLong, scope: clusterWide, topic: "max.compaction.lag.ms", use: useFixed,
 		doc: "longest time a message stays uncompacted"},
 
 	// Messages.
@@ -194,15 +198,15 @@ var configKeys = []configKey{
 	{name: "log.message.timestamp.type", typ: typeString, def: "CreateTime", oneOf: []string{"CreateTime", "LogAppendTime"}, scope: clusterWide,
 		topic: "message.timestamp.type", doc: "CreateTime or LogAppendTime",
 		get: func(c *Config) string { return timestampTypeString(c.Log.TimestampType) }, set: setTimestampType},
-	{name: "log.message.timestamp.before.max.ms", typ: typeLong, def: "9223372036854775807", min: 0, scope: clusterWide,
+	{name: "log.message.timestamp.before.max.ms", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide,
 		topic: "message.timestamp.before.max.ms", use: useFixed, doc: "how far in the past a CreateTime may be"},
-	{name: "log.message.timestamp.after.max.ms", typ: typeLong, def: "3600000", min: 0, scope: clusterWide,
+	{name: "log.message.timestamp.after.max.ms", typ: typeLong, def: "3600000", min: 0, max: maxLong, scope: clusterWide,
 		topic: "message.timestamp.after.max.ms", use: useFixed, doc: "how far in the future a CreateTime may be"},
 
 	// Connections and requests.
 	{name: "socket.request.max.bytes", typ: typeInt, def: "104857600", min: 1, max: maxInt32, doc: "largest request accepted",
 		field: func(c *Config) any { return &c.SocketRequestMaxBytes }},
-	{name: "connections.max.idle.ms", typ: typeLong, def: "600000", min: 1, doc: "idle connections are closed after this",
+	{name: "connections.max.idle.ms", typ: typeLong, def: "600000", min: 1, max: maxLong, doc: "idle connections are closed after this",
 		field: func(c *Config) any { return millis{&c.ConnectionsMaxIdle} }},
 	{name: "max.incremental.fetch.session.cache.slots", typ: typeInt, def: "1000", min: 0, max: maxInt32, doc: "most incremental fetch sessions kept",
 		field: func(c *Config) any { return &c.MaxIncrementalFetchSessions }},
@@ -274,9 +278,6 @@ func indexBrokerKeys() map[string]keyRef {
 func (k *configKey) bounds() (min, max int64) {
 	switch {
 	case k.min != 0 || k.max != 0:
-		if k.max == 0 {
-			return k.min, math.MaxInt64
-		}
 		return k.min, k.max
 	case k.typ == typeInt:
 		return math.MinInt32, math.MaxInt32
@@ -396,7 +397,8 @@ func (k *configKey) parse(v string) (parsed, error) {
 	var err error
 	switch k.typ {
 	case typeInt, typeLong:
-		p.n, err = parseInt(p.s, k)
+		min, max := k.bounds()
+		p.n, err = parseInt(p.s, min, max)
 	case typeBool:
 		p.n, err = parseBool(p.s)
 	case typeDouble:
@@ -413,12 +415,12 @@ func (k *configKey) parse(v string) (parsed, error) {
 	return p, err
 }
 
-func parseInt(v string, k *configKey) (int64, error) {
+func parseInt(v string, min, max int64) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
 		return 0, errors.New("not an integer")
 	}
-	if min, max := k.bounds(); n < min || n > max {
+	if n < min || n > max {
 		return 0, fmt.Errorf("out of range [%d, %d]", min, max)
 	}
 	return n, nil

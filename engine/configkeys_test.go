@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -116,6 +118,47 @@ func TestBoundsEnforced(t *testing.T) {
 				t.Errorf("%s=%s from a file: %v", k.name, v, err)
 			}
 		}
+	}
+}
+
+// TestBoundsAsBefore pins every numeric key's range to the one Sluice
+// checked before the table (server.properties keys, then topic keys), so
+// the table cannot widen or narrow one by accident.
+func TestBoundsAsBefore(t *testing.T) {
+	const i32, i64 = math.MaxInt32, math.MaxInt64
+	want := map[string][2]int64{
+		"node.id": {0, i32}, "num.partitions": {1, i32}, "log.segment.bytes": {14, i32}, "log.roll.ms": {1, i64},
+		"log.index.size.max.bytes": {4, i32}, "log.index.interval.bytes": {0, i32}, "log.retention.ms": {-1, i64},
+		"log.retention.bytes": {-1, i64}, "log.retention.check.interval.ms": {1, i64}, "log.flush.interval.messages": {1, i64},
+		"log.flush.interval.ms": {0, i64}, "log.segment.delete.delay.ms": {0, i64}, "message.max.bytes": {0, i32},
+		"socket.request.max.bytes": {1, i32}, "connections.max.idle.ms": {1, i64}, "group.initial.rebalance.delay.ms": {0, i32},
+		"group.min.session.timeout.ms": {0, i32}, "group.max.session.timeout.ms": {0, i32}, "group.max.size": {1, i32},
+		"offsets.topic.num.partitions": {1, 10000}, "offsets.topic.segment.bytes": {1, i32}, "offsets.retention.minutes": {1, i32},
+		"max.incremental.fetch.session.cache.slots": {0, i32}, "sluice.net.loops": {0, 1024},
+		// Topic keys' broker synonyms, with the topic keys' ranges.
+		"log.cleaner.delete.retention.ms": {0, i64}, "log.cleaner.max.compaction.lag.ms": {1, i64},
+		"log.message.timestamp.before.max.ms": {0, i64}, "log.message.timestamp.after.max.ms": {0, i64},
+		"log.cleaner.min.cleanable.ratio": {0, 1}, "log.cleaner.min.compaction.lag.ms": {0, i64},
+		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64},
+		// Described, not read: no range was checked before.
+		"default.replication.factor": {1, i32}, "offsets.topic.replication.factor": {1, i32},
+	}
+	for i := range configKeys {
+		k := &configKeys[i]
+		if k.use == useIgnored || (k.typ != typeInt && k.typ != typeLong && k.typ != typeDouble) {
+			continue
+		}
+		if k.max <= k.min {
+			t.Errorf("%s: bounds [%d, %d] not set", k.name, k.min, k.max)
+		}
+		w, ok := want[k.name]
+		if min, max := k.bounds(); !ok || min != w[0] || max != w[1] {
+			t.Errorf("%s: bounds [%d, %d], want %v", k.name, min, max, w)
+		}
+		delete(want, k.name)
+	}
+	if len(want) != 0 {
+		t.Errorf("keys gone: %v", want)
 	}
 }
 
@@ -229,5 +272,19 @@ func TestResolveTopic(t *testing.T) {
 	s = c.ResolveTopic(map[string]string{"cleanup.policy": "compact,delete"})
 	if !s.Log.Compact || s.Log.RetentionMs != c.Log.RetentionMs {
 		t.Fatalf("compact,delete: %+v", s.Log)
+	}
+}
+
+// TestSensitiveValuesWithheld: a password-typed entry is described without
+// its value, in the entry and its synonyms.
+func TestSensitiveValuesWithheld(t *testing.T) {
+	e := configEntry{name: "ssl.key.password", value: "secret", typ: typePassword, sensitive: true,
+		source:   kmsg.ConfigSourceStaticBrokerConfig,
+		synonyms: []configSynonym{{"ssl.key.password", "secret", kmsg.ConfigSourceStaticBrokerConfig}}}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.IncludeSynonyms = true
+	c := describedConfig(&e, req)
+	if c.Value != nil || !c.IsSensitive || c.ConfigSynonyms[0].Value != nil || c.ConfigType != kmsg.ConfigTypePassword {
+		t.Fatalf("%+v", c)
 	}
 }
