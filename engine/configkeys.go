@@ -40,7 +40,7 @@ const (
 type scope int8
 
 const (
-	readOnly    scope = iota // server.properties only; a restart changes it
+	static      scope = iota // read-only in Kafka: server.properties only, a restart changes it
 	perBroker                // Kafka: dynamic, per broker
 	clusterWide              // Kafka: dynamic, per broker or as a cluster-wide default
 )
@@ -289,7 +289,7 @@ func (k *configKey) bounds() (min, max int64) {
 func (k *configKey) described() bool { return k.use != useIgnored }
 
 // readOnly is DescribeConfigs' read_only of the broker-level key.
-func (k *configKey) readOnly() bool { return k.scope == readOnly || !servesDynamicBrokerConfigs }
+func (k *configKey) readOnly() bool { return k.scope == static || !servesDynamicBrokerConfigs }
 
 // sensitive keys are described without their value.
 func (k *configKey) sensitive() bool { return k.typ == typePassword }

@@ -55,7 +55,8 @@ func ValidateTopicConfig(name, value string) error {
 
 // ResolveTopic computes a topic's effective settings: the broker defaults
 // overlaid with the topic's own overrides (already validated; one that is
-// not is skipped).
+// not is skipped). A new topic key whose Config field lives outside Log
+// adds its TopicSettings field here.
 func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 	t := *c
 	t.Log.MaxMessageBytes = t.MessageMaxBytes
