@@ -25,11 +25,16 @@ package engine
 //     epoch (v12+ LastFetchedEpoch, KIP-595) when the client's last epoch
 //     ends before its fetch offset. Errored partitions carry -1 offsets.
 //   - Fetches from replicas (replica id >= 0) get NOT_LEADER_OR_FOLLOWER:
-//     single-node Sluice has no followers yet.
+//     single-node Sluice has no followers yet (Partition.acceptsFollower).
+//     A follower would read up to the log end offset (fetchLogEnd), a
+//     consumer up to the high watermark, or the last stable offset for
+//     read_committed. A partition not led here answers NOT_LEADER_OR_FOLLOWER.
 //   - Long poll: with fewer than min.bytes readable and no error, the fetch
 //     parks in the purgatory (fetch_purgatory.go) for up to max.wait.ms and
-//     is answered, re-read from the logs, by the produce that brings enough
-//     bytes, the timer, or broker shutdown.
+//     is answered, re-read from the logs, by the high watermark move that
+//     brings enough bytes (Partition.advanceHighWatermark, whoever
+//     appended: a produce or the group coordinator), the timer, or broker
+//     shutdown.
 //   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
 //
 // Left out: rack-aware preferred read replicas (-1 always), follower fetch

@@ -114,8 +114,8 @@ func (g *group) storeGroup() error {
 	return g.c.append(g.part, []offsetsRecord{g.metadataRecord()})
 }
 
-// append writes recs as one batch to an offsets partition and, Sluice
-// keeping one replica, moves the high watermark to the new end.
+// append writes recs as one batch to an offsets partition through the
+// partition, which moves the high watermark and wakes waiting fetches.
 func (c *groupCoordinator) append(p *Partition, recs []offsetsRecord) error {
 	if len(recs) == 0 {
 		return nil
