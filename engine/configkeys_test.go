@@ -288,3 +288,45 @@ func TestSensitiveValuesWithheld(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// stockKafkaProperties is Kafka 4.0's config/server.properties without its
+// comments: a combined broker and controller.
+const stockKafkaProperties = `process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=localhost:9093
+listeners=PLAINTEXT://:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+`
+
+// TestStockKafkaFile: Kafka's own server.properties starts Sluice without
+// a warning, on Kafka's defaults where the two agree.
+func TestStockKafkaFile(t *testing.T) {
+	c := DefaultConfig()
+	unknown, err := c.ApplyProperties(strings.NewReader(stockKafkaProperties))
+	if err != nil || len(unknown) != 0 {
+		t.Fatalf("err %v, unknown %v", err, unknown)
+	}
+	if c.Listen != ":9092" || c.Advertise != "localhost:9092" || c.DataDir != "/tmp/kraft-combined-logs" ||
+		c.Log.RetentionMs != 168*3_600_000 || c.NodeID != 1 {
+		t.Fatalf("%+v", c)
+	}
+}
