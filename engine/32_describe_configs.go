@@ -65,8 +65,8 @@ type describedBrokerKey struct {
 	doc string
 }
 
-// brokerKeyNames lists the reported broker names, sorted so BROKER answers
-// come in a stable order.
+// describedBrokerKeys indexes the names BROKER resources report;
+// brokerKeyNames lists them sorted, so answers come in a stable order.
 var describedBrokerKeys, brokerKeyNames = indexDescribedBrokerKeys()
 
 func indexDescribedBrokerKeys() (map[string]describedBrokerKey, []string) {
