@@ -307,12 +307,22 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
+	// A longer form than needed is refused, so every record has exactly
+	// one encoding.
+	if n <= 0 || n != uvarintLen(v) {
 		d.bad = true
 		return 0
 	}
 	d.b = d.b[n:]
 	return v
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 func (d *decoder) uuid() (id [16]byte) {

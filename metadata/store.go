@@ -357,6 +357,7 @@ func (s *FileStore) replay(data []byte) (int, error) {
 	for pos < len(data) {
 		f, ok := parseFrame(data, pos)
 		if !ok {
+			s.mu.img = b.img
 			return pos, checkTornTail(data, pos)
 		}
 		pos = f.end
