@@ -123,8 +123,12 @@ func TestMetadataChangesSurviveRestart(t *testing.T) {
 			t.Fatalf("%s after restart: %+v", name, tp)
 		}
 	}
-	if tb.Broker.Topic("gone") != nil {
-		t.Fatal("a deleted topic came back")
+	listed, err := tb.Admin(t).ListTopics(adminCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Broker.Topic("gone") != nil || listed.Has("gone") || !listed.Has("grown") || len(listed["grown"].Partitions) != 4 {
+		t.Fatalf("after restart the topics are %v", listed.Names())
 	}
 	if _, err := os.Stat(filepath.Join(tb.Config.DataDir, "gone-0")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("deleted topic's log left: %v", err)
@@ -133,13 +137,20 @@ func TestMetadataChangesSurviveRestart(t *testing.T) {
 
 // A metadata log that belongs to another cluster is refused.
 func TestMetadataLogOfOtherClusterRefused(t *testing.T) {
-	tb := testbroker.Start(t)
-	tb.Stop(t)
-	props := filepath.Join(tb.Config.DataDir, "meta.properties")
+	cfg := engine.DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.OffsetsTopicPartitions = t.TempDir(), "127.0.0.1:0", 1
+	b, err := engine.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	props := filepath.Join(cfg.DataDir, "meta.properties")
 	if err := os.WriteFile(props, []byte("version=1\nnode.id=1\ncluster.id=c29tZS1vdGhlci1jbHVzdGVy\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := engine.New(tb.Config, nil)
+	_, err = engine.New(cfg, nil)
 	if err == nil || !strings.Contains(err.Error(), "belongs to cluster") {
 		t.Fatalf("err %v, want a cluster mismatch", err)
 	}
