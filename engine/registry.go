@@ -41,16 +41,6 @@ type Topic struct {
 	overrides atomic.Pointer[map[string]string]
 }
 
-// Partition is one partition of a topic, led by this broker.
-type Partition struct {
-	Topic *Topic
-	Index int32
-	Log   *storage.Log
-	// LeaderEpoch starts at 0 and only grows; single-node Sluice keeps it
-	// at 0 until the replication work changes leaders.
-	LeaderEpoch atomic.Int32
-}
-
 // Partitions returns the topic's partitions (do not modify).
 func (t *Topic) Partitions() []*Partition { return *t.parts.Load() }
 
@@ -194,7 +184,7 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 	if !maps.Equal(t.Overrides(), overrides) {
 		b.setOverrides(t, overrides)
 		for _, p := range t.Partitions() {
-			p.Log.SetConfig(t.Settings().Log)
+			p.setConfig(t.Settings().Log)
 		}
 	}
 	old := t.Partitions()
@@ -270,30 +260,22 @@ func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
-	// TODO(lead): newPartition(t, i, l) once the partition helper's
-	// engine/partition.go lands.
-	p := &Partition{Topic: t, Index: i, Log: l}
+	p := newPartition(t, i, l, b.waiters)
 	b.setRole(p, pi)
 	return p, nil
 }
 
-// setRole makes p what the image says it is. A single node leads every
-// partition; a follower role arrives with the replication work.
-// TODO(lead): p.becomeLeader(epoch) once the partition helper's role
-// setters land.
+// setRole makes p what the image says it is: leader at the image's epoch
+// when the image names this node, else a follower of the leader.
 func (b *Broker) setRole(p *Partition, pi *metadata.PartitionImage) {
-	// The log may have recorded a later epoch than the image (single-node
-	// epochs were only ever kept in the log's leader-epoch file).
-	p.LeaderEpoch.Store(max(pi.LeaderEpoch, p.Log.LatestEpoch(), 0))
-	if pi.Leader != b.cfg.NodeID {
+	// The log may have recorded a later epoch than the image: single-node
+	// epochs were only ever kept in the log's leader-epoch file.
+	epoch := max(pi.LeaderEpoch, p.storedEpoch())
+	if pi.Leader == b.cfg.NodeID {
+		p.becomeLeader(epoch)
 		return
 	}
-	// Becoming leader with itself as the whole ISR, the high watermark
-	// moves to the recovered log end at once, as Kafka's leader does when
-	// it takes over. The checkpointed watermark lags after an unclean
-	// stop, and without this move every acknowledged record above it
-	// would be invisible to consumers.
-	b.advanceHighWatermark(p)
+	p.becomeFollower(pi.Leader, epoch)
 }
 
 // closePartitions closes the (possibly nil) partitions' logs side by side.
@@ -302,7 +284,7 @@ func closePartitions(ps []*Partition) error {
 		if ps[i] == nil {
 			return nil
 		}
-		return ps[i].Log.Close()
+		return ps[i].close()
 	})
 }
 
@@ -316,7 +298,7 @@ func (b *Broker) removeTopics(gone []*Topic) error {
 			if ps[i] == nil {
 				return nil
 			}
-			return ps[i].Log.Delete()
+			return ps[i].delete()
 		}))
 		if b.groups != nil {
 			b.groups.topicDeleted(t.Name) // committed offsets go with the topic, as in Kafka
