@@ -155,3 +155,26 @@ func TestMetadataLogOfOtherClusterRefused(t *testing.T) {
 		t.Fatalf("err %v, want a cluster mismatch", err)
 	}
 }
+
+// A topic whose logs fail to open is not created: its records are undone,
+// so it is neither served nor back after a restart.
+func TestCreateTopicOpenFailureLeavesNoTopic(t *testing.T) {
+	tb := testbroker.Start(t)
+	// A file where the partition's directory must go makes the open fail.
+	if err := os.WriteFile(filepath.Join(tb.Config.DataDir, "blocked-1"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tb.Admin(t).CreateTopic(adminCtx(t), 2, 1, nil, "blocked")
+	if err == nil && resp.Err == nil {
+		t.Fatal("created a topic whose log cannot open")
+	}
+	if tb.Broker.Topic("blocked") != nil {
+		t.Fatal("half-created topic is served")
+	}
+	tb.Restart(t)
+	listed, err := tb.Admin(t).ListTopics(adminCtx(t))
+	if err != nil || listed.Has("blocked") {
+		t.Fatalf("after restart: %v, %v", listed.Names(), err)
+	}
+	createTopic(t, tb, "after", 1) // the metadata log still takes changes
+}
