@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -119,7 +120,7 @@ func (b *Broker) listOffset(version int16, req *kmsg.ListOffsetsRequest, t *Topi
 // last fetchable offset.
 func (b *Broker) timestampRecord(l *storage.Log, batchOffset, ts, fetchable int64, out *kmsg.ListOffsetsResponseTopicPartition) {
 	from := max(batchOffset, l.LogStartOffset())
-	rec, err := findRecord(l, batchOffset, func(_ *storage.BatchHeader, off, recTs int64) bool { return off >= from && recTs >= ts })
+	rec, err := findRecord(l, batchOffset, func(_ *record.Header, off, recTs int64) bool { return off >= from && recTs >= ts })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -132,7 +133,7 @@ func (b *Broker) timestampRecord(l *storage.Log, batchOffset, ts, fetchable int6
 // maxTimestampRecord answers with the first record carrying the largest
 // timestamp of the batch at batchOffset.
 func (b *Broker) maxTimestampRecord(l *storage.Log, batchOffset int64, out *kmsg.ListOffsetsResponseTopicPartition) {
-	rec, err := findRecord(l, batchOffset, func(h *storage.BatchHeader, _, recTs int64) bool { return recTs == h.MaxTimestamp })
+	rec, err := findRecord(l, batchOffset, func(h *record.Header, _, recTs int64) bool { return recTs == h.MaxTimestamp })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -155,51 +156,49 @@ const maxListedBatch = 64 << 20
 // findRecord reads the batch holding offset and returns its first record
 // for which match holds. Records of LogAppendTime batches all carry the
 // batch's timestamp.
-func findRecord(l *storage.Log, offset int64, match func(h *storage.BatchHeader, off, ts int64) bool) (foundRecord, error) {
+func findRecord(l *storage.Log, offset int64, match func(h *record.Header, off, ts int64) bool) (foundRecord, error) {
 	batch, h, err := readOneBatch(l, offset)
 	if err != nil || batch == nil {
 		return foundRecord{}, err
 	}
-	raw, err := batchRecords(nil, batch, h)
+	raw, err := record.Records(nil, batch, h, record.DefaultDecompressLimit)
 	if err != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	var res foundRecord
-	logAppendTime := h.Attributes&attrLogAppendTime != 0
-	err = eachRecord(raw, func(rec recordInfo) bool {
+	it := record.NewIter(raw)
+	for it.Next() {
+		rec := it.Record()
 		off, ts := h.BaseOffset+int64(rec.OffsetDelta), h.FirstTimestamp+rec.TimestampDelta
-		if logAppendTime {
+		if h.IsLogAppendTime() {
 			ts = h.MaxTimestamp
 		}
 		if match(&h, off, ts) {
-			res = foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}
-			return false
+			return foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}, nil
 		}
-		return true
-	})
-	if err != nil {
+	}
+	if it.Err() != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	return res, nil
+	return foundRecord{}, nil
 }
 
 // readOneBatch reads the whole batch holding offset into memory (nil if
 // offset is at the end of what is readable).
-func readOneBatch(l *storage.Log, offset int64) ([]byte, storage.BatchHeader, error) {
-	var h storage.BatchHeader
+func readOneBatch(l *storage.Log, offset int64) ([]byte, record.Header, error) {
+	var h record.Header
 	reg, err := l.Read(offset, 1, true)
 	if err != nil || reg.Len == 0 {
 		return nil, h, err
 	}
-	var head [storage.BatchHeaderLen]byte
+	var head [record.HeaderLen]byte
 	if _, err := reg.File.ReadAt(head[:], reg.Pos); err != nil {
 		return nil, h, err
 	}
-	if h, err = storage.ParseBatchHeader(head[:]); err != nil {
+	if h, err = record.ParseHeader(head[:]); err != nil {
 		return nil, h, err
 	}
-	size := int64(h.Length) + batchLogOverhead
-	if size < storage.BatchHeaderLen || size > reg.Len || size > maxListedBatch {
+	size := h.Size()
+	if size < record.HeaderLen || size > reg.Len || size > maxListedBatch {
 		return nil, h, storage.ErrCorruptMessage
 	}
 	batch := make([]byte, size)

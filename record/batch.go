@@ -34,9 +34,10 @@ func Records(scratch, batch []byte, h Header, limit int) ([]byte, error) {
 }
 
 // AppendBatch appends a batch made of h and the uncompressed records
-// section raw, compressed with h.Compression(). It sets Magic, Length and
-// the CRC-32C; every other field is written as it is in h.
-func AppendBatch(dst []byte, h Header, raw []byte) ([]byte, error) {
+// section raw, compressed with h.Compression(). Every header field is
+// written as it is in h but Magic, Length and CRC, which it sets, in the
+// batch and in h: h is then the header of the batch written.
+func AppendBatch(dst []byte, h *Header, raw []byte) ([]byte, error) {
 	start := len(dst)
 	h.Magic = Magic
 	dst = h.AppendTo(dst)
@@ -45,17 +46,19 @@ func AppendBatch(dst []byte, h Header, raw []byte) ([]byte, error) {
 		return dst[:start], err
 	}
 	b := dst[start:]
-	binary.BigEndian.PutUint32(b[PosLength:], uint32(len(b)-LogOverhead))
+	h.Length = int32(len(b) - LogOverhead)
+	binary.BigEndian.PutUint32(b[PosLength:], uint32(h.Length))
 	SetCRC(b)
+	h.CRC = binary.BigEndian.Uint32(b[PosCRC:])
 	return dst, nil
 }
 
 // Rebuild appends a batch with header h and the uncompressed records
-// section raw, encoded with codec: the codec bits, length and CRC change,
-// every other header field (producer id, sequence, timestamps, counts) is
-// kept, as Kafka keeps it when a topic's compression.type recompresses a
-// batch.
-func Rebuild(dst []byte, h Header, raw []byte, codec Codec) ([]byte, error) {
+// section raw, encoded with codec: the codec bits, length and CRC change
+// (in h too, as AppendBatch), every other header field (producer id,
+// sequence, timestamps, counts) is kept, as Kafka keeps it when a topic's
+// compression.type recompresses a batch.
+func Rebuild(dst []byte, h *Header, raw []byte, codec Codec) ([]byte, error) {
 	h.Attributes = h.Attributes&^AttrCompressionMask | int16(codec)
 	return AppendBatch(dst, h, raw)
 }
@@ -89,4 +92,7 @@ func (b *Builder) Add(r *Record) {
 func (b *Builder) NumRecords() int { return int(b.h.NumRecords) }
 
 // AppendTo appends the batch to dst.
-func (b *Builder) AppendTo(dst []byte) ([]byte, error) { return AppendBatch(dst, b.h, b.raw) }
+func (b *Builder) AppendTo(dst []byte) ([]byte, error) {
+	h := b.h
+	return AppendBatch(dst, &h, b.raw)
+}

@@ -66,6 +66,6 @@ func AppendMarkerBatch(dst []byte, h Header, m Marker) []byte {
 	h.BaseSequence, h.NumRecords, h.LastOffsetDelta, h.MaxTimestamp = -1, 1, 0, h.FirstTimestamp
 	var raw [32]byte
 	r := Record{Key: key, Value: value}
-	dst, _ = AppendBatch(dst, h, AppendRecord(raw[:0], &r)) // uncompressed: no error
+	dst, _ = AppendBatch(dst, &h, AppendRecord(raw[:0], &r)) // uncompressed: no error
 	return dst
 }

@@ -195,6 +195,9 @@ func Size(b []byte) int64 {
 // BaseOffset reads the baseOffset field.
 func BaseOffset(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[PosBaseOffset:])) }
 
+// Attributes reads the attributes field.
+func Attributes(b []byte) int16 { return int16(binary.BigEndian.Uint16(b[PosAttributes:])) }
+
 // LastOffsetDelta reads the lastOffsetDelta field.
 func LastOffsetDelta(b []byte) int32 { return int32(binary.BigEndian.Uint32(b[PosLastOffsetDelta:])) }
 

@@ -274,12 +274,13 @@ func TestRebuild(t *testing.T) {
 		h := sampleHeader
 		h.Attributes = h.Attributes&^record.AttrCompressionMask | int16(from)
 		h.NumRecords, h.LastOffsetDelta, h.MaxTimestamp = 200, 199, h.FirstTimestamp+3
-		orig, err := record.AppendBatch(nil, h, raw)
+		orig, err := record.AppendBatch(nil, &h, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, to := range codecs {
-			out, err := record.Rebuild([]byte("pre"), h, raw, to)
+			nh := h
+			out, err := record.Rebuild([]byte("pre"), &nh, raw, to)
 			if err != nil {
 				t.Fatalf("%s->%s: %v", from, to, err)
 			}
@@ -289,7 +290,9 @@ func TestRebuild(t *testing.T) {
 				t.Fatalf("%s->%s: not a valid batch: %v", from, to, err)
 			}
 			oh, _ := record.ParseHeader(orig)
-			nh, _ := record.ParseHeader(out)
+			if ph, _ := record.ParseHeader(out); ph != nh {
+				t.Fatalf("%s->%s: Rebuild left the header %+v, wrote %+v", from, to, nh, ph)
+			}
 			if nh.Compression() != to {
 				t.Fatalf("%s->%s: codec %s", from, to, nh.Compression())
 			}
@@ -306,7 +309,8 @@ func TestRebuild(t *testing.T) {
 }
 
 func TestRecordsBadLength(t *testing.T) {
-	batch, _ := record.AppendBatch(nil, record.NewHeader(), nil)
+	nh := record.NewHeader()
+	batch, _ := record.AppendBatch(nil, &nh, nil)
 	h, _ := record.ParseHeader(batch)
 	for _, n := range []int32{h.Length + 1, record.HeaderLen - record.LogOverhead - 1} {
 		h.Length = n
@@ -363,5 +367,20 @@ func TestVarintLen(t *testing.T) {
 		if got, want := record.VarintLen(v), len(record.AppendVarint(nil, v)); got != want {
 			t.Errorf("VarintLen(%d) = %d, want %d", v, got, want)
 		}
+	}
+}
+
+func BenchmarkRebuildZstd(b *testing.B) {
+	var rb record.Builder
+	rb.Reset(record.NewHeader())
+	rb.Add(&record.Record{Value: bytes.Repeat([]byte("payload "), 2000)})
+	orig, _ := rb.AppendTo(nil)
+	h, _ := record.ParseHeader(orig)
+	raw, _ := record.Records(nil, orig, h, record.DefaultDecompressLimit)
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		nh := h
+		dst, _ = record.Rebuild(dst[:0], &nh, raw, record.Zstd)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // AppendEntry is one record set to append, with its outcome.
@@ -150,11 +152,11 @@ func validateRecordSet(b []byte, maxSize int64, allowControl bool) (n, batches, 
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if b[n+posAttributes+1]&attrControl != 0 && !allowControl {
+		if b[n+record.PosAttributes+1]&record.AttrControl != 0 && !allowControl {
 			return 0, 0, 0, errControlFromClient
 		}
 		batches++
-		records += batchNumRecords(b[n:])
+		records += int64(record.NumRecords(b[n:]))
 		n += size
 	}
 	return n, batches, records, nil
@@ -169,8 +171,8 @@ func (l *Log) checkProducersLocked(b []byte, now int64) (dup batchMeta, isDup bo
 	defer p.mu.Unlock()
 	l.mu.undo = l.mu.undo[:0]
 	off := l.mu.nextOffset
-	for pos := int64(0); pos < int64(len(b)); pos += batchSize(b[pos:]) {
-		h, _ := ParseBatchHeader(b[pos:])
+	for pos := int64(0); pos < int64(len(b)); pos += record.Size(b[pos:]) {
+		h, _ := record.ParseHeader(b[pos:])
 		h.BaseOffset = off
 		off += int64(h.NumRecords)
 		if !h.HasProducerID() {
@@ -196,18 +198,18 @@ func (l *Log) stageLocked(e *AppendEntry, n int64, epoch int32, now int64) {
 	e.Result.FirstOffset = l.mu.nextOffset
 	e.Result.LogStartOffset = l.logStart.Load()
 	for pos := int64(0); pos < n; {
-		size := batchSize(b[pos:])
+		size := record.Size(b[pos:])
 		batch := b[pos : pos+size]
-		setBaseOffset(batch, l.mu.nextOffset)
-		setLeaderEpoch(batch, epoch)
+		record.SetBaseOffset(batch, l.mu.nextOffset)
+		record.SetLeaderEpoch(batch, epoch)
 		if cfg.TimestampType == LogAppendTime {
-			setLogAppendTime(batch, size, now)
+			record.SetLogAppendTime(batch, now)
 			e.Result.LogAppendTime = now
 		}
-		last := l.mu.nextOffset + batchLastOffsetDelta(batch)
-		s.trackBatch(s.size.Load()+l.mu.pending+pos, size, last, batchMaxTimestamp(batch), cfg.IndexIntervalBytes)
+		last := l.mu.nextOffset + int64(record.LastOffsetDelta(batch))
+		s.trackBatch(s.size.Load()+l.mu.pending+pos, size, last, record.MaxTimestamp(batch), cfg.IndexIntervalBytes)
 		l.mu.nextOffset = last + 1
-		l.mu.unflushedMsgs += batchNumRecords(batch)
+		l.mu.unflushedMsgs += int64(record.NumRecords(batch))
 		pos += size
 	}
 	e.Result.LastOffset = l.mu.nextOffset - 1
