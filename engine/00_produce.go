@@ -177,7 +177,7 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 		return
 	}
 	e := &s.entries[0]
-	*e = storage.AppendEntry{Records: records}
+	*e = storage.AppendEntry{Records: records, Header: h, HasHeader: true}
 	_ = p.Log.Append(s.entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load(), NowMs: now})
 	if e.Err != nil {
 		produceFailed(r, out, e.Err)

@@ -18,11 +18,30 @@ func checkBatch(b []byte, maxSize int64) (int64, error) {
 // which keep their original offset span (lastOffsetDelta) with fewer
 // records, down to none (the last batch of a producer is kept empty).
 func checkBatchAs(b []byte, maxSize int64, cleaned bool) (int64, error) {
-	h, err := record.ParseHeader(b)
+	h, err := parseHeader(b)
 	if err != nil {
-		return 0, errBatchTruncated
+		return 0, err
 	}
 	return checkParsed(b, &h, maxSize, cleaned)
+}
+
+// checkedHeader is checkBatchAs returning the batch's header (whose Size is
+// the batch size).
+func checkedHeader(b []byte, maxSize int64, cleaned bool) (record.Header, error) {
+	h, err := parseHeader(b)
+	if err == nil {
+		_, err = checkParsed(b, &h, maxSize, cleaned)
+	}
+	return h, err
+}
+
+// parseHeader is record.ParseHeader with the log's error.
+func parseHeader(b []byte) (record.Header, error) {
+	h, err := record.ParseHeader(b)
+	if err != nil {
+		return h, errBatchTruncated
+	}
+	return h, nil
 }
 
 // checkParsed is checkBatchAs for a batch whose header h was parsed from b
@@ -86,10 +105,4 @@ const BatchHeaderLen = record.HeaderLen
 // ParseBatchHeader is record.ParseHeader.
 //
 // Deprecated: use record.ParseHeader.
-func ParseBatchHeader(b []byte) (record.Header, error) {
-	h, err := record.ParseHeader(b)
-	if err != nil {
-		return h, errBatchTruncated
-	}
-	return h, nil
-}
+func ParseBatchHeader(b []byte) (record.Header, error) { return parseHeader(b) }

@@ -320,16 +320,15 @@ func (l *Log) eachBatch(s *segment, fn func(b []byte, h *record.Header) error) e
 		if l.closed.Load() {
 			return ErrClosed
 		}
+		var h record.Header
 		b, err := r.batchAt(pos)
 		if err == nil {
-			_, err = checkBatchAs(b, 0, true)
+			h, err = checkedHeader(b, 0, true)
 		}
 		if err != nil && s.deleted.Load() {
 			return errSegmentGone // its descriptor was closed under us
 		}
-		var h record.Header
 		if err == nil {
-			h, _ = record.ParseHeader(b)
 			err = fn(b, &h)
 		}
 		if errors.Is(err, ErrCorruptMessage) || errors.Is(err, ErrInvalidRecord) {

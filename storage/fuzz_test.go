@@ -45,7 +45,8 @@ func FuzzCheckBatch(f *testing.F) {
 		} else if !errors.Is(err, ErrCorruptMessage) && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrMessageTooLarge) {
 			t.Fatalf("unmapped error %v", err)
 		}
-		n, _, _, err := validateRecordSet(b, 1<<20, false)
+		var first record.Header
+		n, _, _, err := validateRecordSet(&AppendEntry{Records: b}, &first, 1<<20, false)
 		if err == nil && n != int64(len(b)) {
 			t.Fatalf("record set of %d bytes accepted as %d", len(b), n)
 		}
