@@ -87,15 +87,19 @@ type decoder struct {
 }
 
 // varint reads an int32 field, varlong an int64 one.
-func (d *decoder) varint() int64  { return d.read(varint32) }
-func (d *decoder) varlong() int64 { return d.read(binary.Varint) }
+func (d *decoder) varint() int64 {
+	v, n := varint32(d.b)
+	return d.advance(v, n)
+}
 
-func (d *decoder) read(decode func([]byte) (int64, int)) int64 {
-	if d.bad {
-		return 0
-	}
-	v, n := decode(d.b)
-	if n <= 0 {
+func (d *decoder) varlong() int64 {
+	v, n := binary.Varint(d.b)
+	return d.advance(v, n)
+}
+
+// advance consumes a value of n bytes (n <= 0: none could be read).
+func (d *decoder) advance(v int64, n int) int64 {
+	if d.bad || n <= 0 {
 		d.bad = true
 		return 0
 	}

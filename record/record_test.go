@@ -384,3 +384,17 @@ func BenchmarkRebuildZstd(b *testing.B) {
 		dst, _ = record.Rebuild(dst[:0], &nh, raw, record.Zstd)
 	}
 }
+
+func BenchmarkIter(b *testing.B) {
+	raw := sampleRecords()
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		it := record.NewIter(raw)
+		for it.Next() {
+		}
+		if it.Err() != nil {
+			b.Fatal(it.Err())
+		}
+	}
+}
