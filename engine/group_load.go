@@ -40,7 +40,7 @@ func (c *groupCoordinator) load() error {
 			return fmt.Errorf("load %s-%d: %w", offsetsTopic, p.Index, err)
 		}
 		// One replica: everything in the log is committed.
-		p.Log.SetHighWatermark(p.Log.LogEndOffset())
+		p.advanceHighWatermark()
 	}
 	now := time.Now()
 	for name, lg := range loaded {

@@ -19,9 +19,7 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
-	"io"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -116,8 +114,8 @@ func (g *group) storeGroup() error {
 	return g.c.append(g.part, []offsetsRecord{g.metadataRecord()})
 }
 
-// append writes recs as one batch to an offsets partition and, Sluice
-// keeping one replica, moves the high watermark to the new end.
+// append writes recs as one batch to an offsets partition through the
+// partition, which moves the high watermark and wakes waiting fetches.
 func (c *groupCoordinator) append(p *Partition, recs []offsetsRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -126,15 +124,8 @@ func (c *groupCoordinator) append(p *Partition, recs []offsetsRecord) error {
 	mu := &c.appendMu[p.Index]
 	mu.Lock()
 	defer mu.Unlock()
-	entries := []storage.AppendEntry{{Records: batch}}
-	if err := p.Log.Append(entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load()}); err != nil {
-		return err
-	}
-	if err := entries[0].Err; err != nil {
-		return err
-	}
-	p.Log.SetHighWatermark(p.Log.LogEndOffset())
-	return nil
+	_, err := p.appendInternal(batch, 0)
+	return err
 }
 
 // coordinatorAppendError is the code a failed write of the coordinator
@@ -217,31 +208,8 @@ const replayReadSize = 1 << 20
 // A batch it cannot decode stops the replay with an error naming it:
 // skipping it could resurrect deleted offsets.
 func replay(p *Partition, fn func(key, value []byte) error) error {
-	l := p.Log
-	off, end := l.LogStartOffset(), l.LogEndOffset()
-	var buf, scratch []byte
-	for off < end {
-		reg, err := l.Read(off, replayReadSize, true)
-		if err != nil {
-			return fmt.Errorf("read offset %d: %w", off, err)
-		}
-		if reg.Len == 0 {
-			return fmt.Errorf("read offset %d: nothing before end offset %d", off, end)
-		}
-		buf = grow(buf[:0], int(reg.Len))[:reg.Len]
-		if n, err := reg.File.ReadAt(buf, reg.Pos); n < len(buf) {
-			return fmt.Errorf("read offset %d: %w", off, errors.Join(err, io.ErrUnexpectedEOF))
-		}
-		next, err := replayBatches(buf, &scratch, fn)
-		if err != nil {
-			return fmt.Errorf("batch at offset %d: %w", off, err)
-		}
-		if next <= off {
-			return fmt.Errorf("no progress at offset %d", off)
-		}
-		off = next
-	}
-	return nil
+	var scratch []byte
+	return p.scan(replayReadSize, func(b []byte) (int64, error) { return replayBatches(b, &scratch, fn) })
 }
 
 // replayBatches decodes the whole batches in b and returns the offset
