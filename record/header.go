@@ -201,6 +201,9 @@ func Attributes(b []byte) int16 { return int16(binary.BigEndian.Uint16(b[PosAttr
 // LastOffsetDelta reads the lastOffsetDelta field.
 func LastOffsetDelta(b []byte) int32 { return int32(binary.BigEndian.Uint32(b[PosLastOffsetDelta:])) }
 
+// LastOffset reads baseOffset + lastOffsetDelta: the batch's last offset.
+func LastOffset(b []byte) int64 { return BaseOffset(b) + int64(LastOffsetDelta(b)) }
+
 // MaxTimestamp reads the maxTimestamp field.
 func MaxTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b[PosMaxTimestamp:])) }
 

@@ -260,7 +260,8 @@ func TestSetters(t *testing.T) {
 	if !h.IsLogAppendTime() || h.MaxTimestamp != 1234 || h.CRC != record.Checksum(batch) {
 		t.Fatalf("after LogAppendTime %+v", h)
 	}
-	if record.BaseOffset(batch) != 42 || record.LastOffsetDelta(batch) != 0 || record.MaxTimestamp(batch) != 1234 ||
+	if record.BaseOffset(batch) != 42 || record.LastOffsetDelta(batch) != 0 || record.LastOffset(batch) != 42 ||
+		record.Attributes(batch) != h.Attributes || record.MaxTimestamp(batch) != 1234 ||
 		record.NumRecords(batch) != 1 || record.Size(batch) != int64(len(batch)) || record.Size(batch[:11]) != 0 {
 		t.Fatal("field readers disagree with the header")
 	}

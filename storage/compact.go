@@ -498,7 +498,7 @@ func (w *cleanedWriter) add(b []byte) error {
 		// writing past its end would fault.
 		interval = math.MaxInt32
 	}
-	s.trackBatch(pos, int64(len(b)), record.BaseOffset(b)+int64(record.LastOffsetDelta(b)), record.MaxTimestamp(b), interval)
+	s.trackBatch(pos, int64(len(b)), record.LastOffset(b), record.MaxTimestamp(b), interval)
 	if _, err := w.w.Write(b); err != nil {
 		return err
 	}

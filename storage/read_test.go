@@ -205,7 +205,7 @@ func readChain(l *Log, uncommitted bool) error {
 			if got := record.BaseOffset(b); got != off && off != 0 || got > off {
 				return errors.New("gap or overlap in offsets")
 			}
-			off = record.BaseOffset(b) + int64(record.LastOffsetDelta(b)) + 1
+			off = record.LastOffset(b) + 1
 			b = b[size:]
 		}
 	}

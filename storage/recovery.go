@@ -257,7 +257,7 @@ func scanSwap(path string, base int64) (next, pos int64, err error) {
 		if err != nil {
 			return 0, pos, err
 		}
-		next = record.BaseOffset(b) + int64(record.LastOffsetDelta(b)) + 1
+		next = record.LastOffset(b) + 1
 		pos += int64(len(b))
 	}
 	return next, pos, nil
@@ -475,7 +475,7 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 		if err := checkScanned(b, s.base, next, validate, l.mayBeCleaned(record.BaseOffset(b))); err != nil {
 			return pos, next, err
 		}
-		last := record.BaseOffset(b) + int64(record.LastOffsetDelta(b))
+		last := record.LastOffset(b)
 		s.trackBatch(pos, int64(len(b)), last, record.MaxTimestamp(b), interval)
 		if fn != nil {
 			fn(b)
@@ -506,7 +506,7 @@ func checkScanned(b []byte, base, next int64, validate, cleaned bool) error {
 		if _, err := checkBatchAs(b, 0, cleaned); err != nil {
 			return err
 		}
-	} else if b[record.PosMagic] != 2 {
+	} else if b[record.PosMagic] != record.Magic {
 		return errBadMagic
 	}
 	first := record.BaseOffset(b)
@@ -643,7 +643,7 @@ func validBatchAfter(f *os.File, pos, next int64, cleaned bool) (int64, error) {
 			return -1, err
 		}
 		base, size := record.BaseOffset(h), record.Size(h)
-		if h[record.PosMagic] != 2 || base < next || base-next > math.MaxInt32 || size < record.HeaderLen || p+size > r.size {
+		if h[record.PosMagic] != record.Magic || base < next || base-next > math.MaxInt32 || size < record.HeaderLen || p+size > r.size {
 			continue
 		}
 		b, err := r.bytes(p, size)

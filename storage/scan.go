@@ -87,7 +87,7 @@ func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 		if next, err = nextBatch(h, pos, end); err != nil {
 			return 0, 0, err
 		}
-		if record.BaseOffset(h)+int64(record.LastOffsetDelta(h)) >= offset {
+		if record.LastOffset(h) >= offset {
 			return pos, next, nil
 		}
 		pos = next
@@ -147,7 +147,7 @@ func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, e
 			return 0, 0, err
 		}
 		if pos, err = nextBatch(h, first, end); err != nil || pos > target {
-			return pos, record.BaseOffset(h) + int64(record.LastOffsetDelta(h)) + 1, err
+			return pos, record.LastOffset(h) + 1, err
 		}
 	}
 	for pos < end {
