@@ -9,7 +9,6 @@ package engine
 // consumer groups, no share groups).
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,15 +26,11 @@ func (b *Broker) handleListGroups(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	for _, g := range b.groups.allGroups() {
-		g.mu.Lock()
-		lg := kmsg.ListGroupsResponseGroup{Group: g.name, ProtocolType: g.protocolType, GroupState: g.state.String(), GroupType: classicGroupType}
-		g.unlock()
-		if lg.GroupState != groupDead.String() && matchesFilter(req.StatesFilter, lg.GroupState) {
-			resp.Groups = append(resp.Groups, lg)
+	for _, g := range b.groups.List() {
+		if matchesFilter(req.StatesFilter, g.State) {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Group, ProtocolType: g.ProtocolType, GroupState: g.State, GroupType: classicGroupType})
 		}
 	}
-	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	r.Respond(resp)
 }
 

@@ -1,4 +1,4 @@
-package engine
+package group
 
 // Records of __consumer_offsets, in Kafka's own schemas so that Kafka's
 // tools (kafka-console-consumer with its offsets formatter, kafka-dump-log)
@@ -13,22 +13,36 @@ package engine
 //
 // Each write is one uncompressed RecordBatch v2 (CreateTime, no producer
 // id), appended to the group's partition; callers answer only after the
-// append succeeded. At start every partition is replayed in log order, the
+// append succeeded. LoadPartition replays a partition in log order, the
 // last record of each key winning, as compaction would leave it.
 
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"hash/crc32"
-	"io"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-broker/sluice/storage"
 )
+
+// PartitionLog is the coordinator's whole view of one partition of
+// __consumer_offsets (the engine adapts its partition to it).
+type PartitionLog interface {
+	// Append writes one record batch and makes it readable (the high
+	// watermark covers it) before returning. An error wrapping
+	// ErrTooLarge means the batch exceeds the log's size limits.
+	Append(batch []byte) (baseOffset int64, err error)
+	// Replay calls fn with every record's key and value (nil for a
+	// tombstone), in log order, and stops at fn's first error. The slices
+	// are only valid during the call.
+	Replay(fn func(key, value []byte) error) error
+}
+
+// ErrTooLarge is what a PartitionLog's Append error wraps when the batch
+// is over the log's message or batch size limit.
+var ErrTooLarge = errors.New("record batch too large")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // offsetTP names one partition whose offset a group commits.
 type offsetTP struct {
@@ -113,36 +127,28 @@ func (g *group) metadataRecord() offsetsRecord {
 
 // storeGroup writes the group's generation and membership.
 func (g *group) storeGroup() error {
-	return g.c.append(g.part, []offsetsRecord{g.metadataRecord()})
+	return g.append([]offsetsRecord{g.metadataRecord()})
 }
 
-// append writes recs as one batch to an offsets partition and, Sluice
-// keeping one replica, moves the high watermark to the new end.
-func (c *groupCoordinator) append(p *Partition, recs []offsetsRecord) error {
+// append writes recs as one batch to the group's partition.
+func (g *group) append(recs []offsetsRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	batch := appendRecordBatch(nil, time.Now().UnixMilli(), recs)
-	mu := &c.appendMu[p.Index]
-	mu.Lock()
-	defer mu.Unlock()
-	entries := []storage.AppendEntry{{Records: batch}}
-	if err := p.Log.Append(entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load()}); err != nil {
-		return err
-	}
-	if err := entries[0].Err; err != nil {
-		return err
-	}
-	p.Log.SetHighWatermark(p.Log.LogEndOffset())
-	return nil
+	batch := appendRecordBatch(nil, g.c.clock.Now().UnixMilli(), recs)
+	p := g.part
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	_, err := p.log.Append(batch)
+	return err
 }
 
-// coordinatorAppendError is the code a failed write of the coordinator
-// answers with, as Kafka maps them: a batch too large is the client's
-// doing (INVALID_COMMIT_OFFSET_SIZE for commits); anything else is a
-// broken log, and NOT_COORDINATOR sends clients to look again.
-func coordinatorAppendError(err error, commit bool) int16 {
-	if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrRecordListTooLarge) {
+// appendErrorCode is the code a failed write of the coordinator answers
+// with, as Kafka maps them: a batch too large is the client's doing
+// (INVALID_COMMIT_OFFSET_SIZE for commits); anything else is a broken log,
+// and NOT_COORDINATOR sends clients to look again.
+func appendErrorCode(err error, commit bool) int16 {
+	if errors.Is(err, ErrTooLarge) {
 		if commit {
 			return kerr.InvalidCommitOffsetSize.Code
 		}
@@ -206,126 +212,4 @@ func varintLen(v int64) int {
 		n++
 	}
 	return n
-}
-
-// ---- replay ----
-
-// replayReadSize is how much of the log one read brings in at start.
-const replayReadSize = 1 << 20
-
-// replay feeds every record of an offsets partition, in log order, to fn.
-// A batch it cannot decode stops the replay with an error naming it:
-// skipping it could resurrect deleted offsets.
-func replay(p *Partition, fn func(key, value []byte) error) error {
-	l := p.Log
-	off, end := l.LogStartOffset(), l.LogEndOffset()
-	var buf, scratch []byte
-	for off < end {
-		reg, err := l.Read(off, replayReadSize, true)
-		if err != nil {
-			return fmt.Errorf("read offset %d: %w", off, err)
-		}
-		if reg.Len == 0 {
-			return fmt.Errorf("read offset %d: nothing before end offset %d", off, end)
-		}
-		buf = grow(buf[:0], int(reg.Len))[:reg.Len]
-		if n, err := reg.File.ReadAt(buf, reg.Pos); n < len(buf) {
-			return fmt.Errorf("read offset %d: %w", off, errors.Join(err, io.ErrUnexpectedEOF))
-		}
-		next, err := replayBatches(buf, &scratch, fn)
-		if err != nil {
-			return fmt.Errorf("batch at offset %d: %w", off, err)
-		}
-		if next <= off {
-			return fmt.Errorf("no progress at offset %d", off)
-		}
-		off = next
-	}
-	return nil
-}
-
-// replayBatches decodes the whole batches in b and returns the offset
-// after the last one.
-func replayBatches(b []byte, scratch *[]byte, fn func(key, value []byte) error) (int64, error) {
-	next := int64(-1)
-	for len(b) >= storage.BatchHeaderLen {
-		h, err := storage.ParseBatchHeader(b)
-		if err != nil {
-			return next, err
-		}
-		size := int64(h.Length) + batchLogOverhead
-		if size < storage.BatchHeaderLen || h.Magic != 2 {
-			return next, errBadRecord
-		}
-		if size > int64(len(b)) {
-			break // cut by the read size; read again from here
-		}
-		if !h.IsControl() {
-			recs, err := batchRecords((*scratch)[:0], b[:size], h)
-			if err != nil {
-				return next, err
-			}
-			if h.Compression() != codecNone {
-				*scratch = recs
-			}
-			if err := eachKeyValue(recs, fn); err != nil {
-				return next, err
-			}
-		}
-		next = h.BaseOffset + int64(h.LastOffsetDelta) + 1
-		b = b[size:]
-	}
-	return next, nil
-}
-
-// eachKeyValue walks uncompressed records, passing each key and value
-// (nil for a tombstone).
-func eachKeyValue(b []byte, fn func(key, value []byte) error) error {
-	for len(b) > 0 {
-		n, used := binary.Varint(b)
-		if used <= 0 || n < 0 || n > int64(len(b)-used) {
-			return errBadRecord
-		}
-		key, value, err := recordKeyValue(b[used : used+int(n)])
-		if err != nil {
-			return err
-		}
-		if err := fn(key, value); err != nil {
-			return err
-		}
-		b = b[used+int(n):]
-	}
-	return nil
-}
-
-func recordKeyValue(r []byte) (key, value []byte, err error) {
-	if len(r) < 1 {
-		return nil, nil, errBadRecord
-	}
-	r = r[1:]                // attributes
-	for i := 0; i < 2; i++ { // timestamp delta, offset delta
-		_, used := binary.Varint(r)
-		if used <= 0 {
-			return nil, nil, errBadRecord
-		}
-		r = r[used:]
-	}
-	if key, r, err = varBytes(r); err != nil {
-		return nil, nil, err
-	}
-	value, _, err = varBytes(r)
-	return key, value, err
-}
-
-// varBytes reads a varint length and that many bytes (nil for -1).
-func varBytes(r []byte) ([]byte, []byte, error) {
-	n, used := binary.Varint(r)
-	if used <= 0 || n < -1 || n > int64(len(r)-used) {
-		return nil, nil, errBadRecord
-	}
-	r = r[used:]
-	if n < 0 {
-		return nil, r, nil
-	}
-	return r[:n], r[n:], nil
 }
