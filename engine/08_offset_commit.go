@@ -20,7 +20,8 @@ package engine
 // OFFSET_METADATA_TOO_LARGE past 4096 bytes of metadata
 // (offset.metadata.max.bytes). The response is sent only after the
 // offsets are appended to __consumer_offsets; a failed append answers
-// NOT_COORDINATOR (or INVALID_COMMIT_OFFSET_SIZE for a batch too large).
+// NOT_COORDINATOR (or INVALID_COMMIT_OFFSET_SIZE for a batch too large),
+// as does a group whose __consumer_offsets partition is not loaded here.
 //
 // v2-4 RetentionTimeMillis other than -1 sets an explicit expiry for the
 // offsets; v5+ rely on offsets.retention.minutes. v6+ leader epochs are

@@ -9,10 +9,11 @@ package engine
 // its own error. RequireStable (v7+) needs no waiting: Sluice has no
 // transactional offset commits, so no offset is ever unstable. v9's member
 // id and epoch belong to KIP-848 groups and are ignored for classic groups
-// (as Kafka does). There is no group-level error: groups are loaded before
-// the listener opens (never COORDINATOR_LOAD_IN_PROGRESS) and this broker
-// coordinates every group. v0 (offsets in ZooKeeper) and v10 (topic ids)
-// are not served, like Kafka 4.0.
+// (as Kafka does). The only group-level error is NOT_COORDINATOR, for a
+// group whose __consumer_offsets partition is not loaded here (never in a
+// single node, which loads every partition before the listener opens, so
+// never COORDINATOR_LOAD_IN_PROGRESS either). v0 (offsets in ZooKeeper)
+// and v10 (topic ids) are not served, like Kafka 4.0.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

@@ -2,7 +2,8 @@ package engine
 
 // ListGroups (key 16), versions 0-5.
 //
-// Every group this broker coordinates (all of them), with its protocol
+// Every group this broker coordinates (those of the loaded partitions of
+// __consumer_offsets: in a single node, all of them), with its protocol
 // type; v4+ also its state, filtered by StatesFilter when given; v5+ its
 // type, filtered by TypesFilter. Both filters compare case-insensitively,
 // as Kafka does. Every Sluice group is a "classic" group (no KIP-848
