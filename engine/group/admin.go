@@ -31,11 +31,9 @@ type MemberDescription struct {
 func (c *Coordinator) Describe(name string) Description {
 	d := Description{State: groupDead.String(), Members: []MemberDescription{}}
 	// "" is a valid name here: commits may use it (as in Kafka).
-	g, code := c.lockGroup(name, false)
+	g, m := c.lockGroup(name, false)
 	if g == nil {
-		if code == kerr.NotCoordinator.Code {
-			d.ErrorCode = code
-		}
+		d.ErrorCode = m.code(0, 0)
 		return d
 	}
 	defer g.unlock()
@@ -80,12 +78,9 @@ func (c *Coordinator) List() []Listing {
 // tombstoned, then it is gone. GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or
 // NOT_COORDINATOR (tombstones not written, or group not coordinated here).
 func (c *Coordinator) DeleteGroup(name string) int16 {
-	g, code := c.lockGroup(name, false)
+	g, m := c.lockGroup(name, false)
 	if g == nil {
-		if code == kerr.NotCoordinator.Code {
-			return code
-		}
-		return kerr.GroupIDNotFound.Code
+		return m.code(kerr.GroupIDNotFound.Code, kerr.GroupIDNotFound.Code)
 	}
 	defer g.unlock()
 	return g.deleteGroup()

@@ -159,31 +159,49 @@ func (c *Coordinator) Owns(group string) bool {
 	return !c.mu.closed && c.mu.parts[c.PartitionFor(group)] != nil
 }
 
-// lookup results that are not a group.
+// miss says why lockGroup found no group.
+type miss int8
+
 const (
-	codeClosed = -1 // the coordinator is closed (shutting down)
+	found     miss = iota
+	noGroup        // no such group, and create was not set
+	notLoaded      // the group's partition is not loaded here
+	closed         // the coordinator is closed (shutting down)
 )
 
+// code is the error a call answers for a miss: NOT_COORDINATOR when the
+// partition is not loaded here, else the call's own codes for a group
+// that does not exist and for a coordinator shutting down.
+func (m miss) code(noGroupCode, closedCode int16) int16 {
+	switch m {
+	case notLoaded:
+		return kerr.NotCoordinator.Code
+	case closed:
+		return closedCode
+	default:
+		return noGroupCode
+	}
+}
+
 // lockGroup returns the named group, locked and not Dead, creating it when
-// create is set. Without a group it returns the reason: NOT_COORDINATOR
-// (partition not loaded here), codeClosed, or 0 (no such group).
-func (c *Coordinator) lockGroup(name string, create bool) (*group, int16) {
+// create is set; without a group, why not.
+func (c *Coordinator) lockGroup(name string, create bool) (*group, miss) {
 	for {
 		c.mu.Lock()
 		if c.mu.closed {
 			c.mu.Unlock()
-			return nil, codeClosed
+			return nil, closed
 		}
 		p := c.mu.parts[c.PartitionFor(name)]
 		if p == nil {
 			c.mu.Unlock()
-			return nil, kerr.NotCoordinator.Code
+			return nil, notLoaded
 		}
 		g := c.mu.groups[name]
 		if g == nil {
 			if !create {
 				c.mu.Unlock()
-				return nil, 0
+				return nil, noGroup
 			}
 			g = newGroup(c, p, name, c.clock.Now())
 			c.mu.groups[name] = g
@@ -191,7 +209,7 @@ func (c *Coordinator) lockGroup(name string, create bool) (*group, int16) {
 		c.mu.Unlock()
 		g.mu.Lock()
 		if g.state != groupDead {
-			return g, 0
+			return g, found
 		}
 		// A Dead group has already left the map (markDead removes it under
 		// the group's lock), so the next lookup finds its successor or none.

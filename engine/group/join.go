@@ -70,15 +70,13 @@ func (c *Coordinator) Join(req *JoinRequest, done func(JoinResult)) {
 		fail(kerr.InvalidSessionTimeout.Code)
 		return
 	}
-	g, code := c.lockGroup(req.Group, req.MemberID == "")
+	g, m := c.lockGroup(req.Group, req.MemberID == "")
 	if g == nil {
-		switch {
-		case code == codeClosed && req.MemberID == "":
-			code = kerr.CoordinatorNotAvailable.Code // shutting down
-		case code == codeClosed || code == 0:
-			code = kerr.UnknownMemberID.Code
+		closing := kerr.UnknownMemberID.Code
+		if req.MemberID == "" {
+			closing = kerr.CoordinatorNotAvailable.Code
 		}
-		fail(code)
+		fail(m.code(kerr.UnknownMemberID.Code, closing))
 		return
 	}
 	if req.MemberID == "" {
@@ -309,23 +307,13 @@ func (c *Coordinator) Sync(req *SyncRequest, done func(SyncResult)) {
 		fail(kerr.InvalidGroupID.Code)
 		return
 	}
-	g, code := c.lockGroup(req.Group, false)
+	g, m := c.lockGroup(req.Group, false)
 	if g == nil {
-		fail(orUnknownMember(code))
+		fail(m.code(kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code))
 		return
 	}
 	g.sync(req, done)
 	g.unlock()
-}
-
-// orUnknownMember is a lookup failure as membership calls answer it:
-// NOT_COORDINATOR stays, anything else (no group, closing) is
-// UNKNOWN_MEMBER_ID.
-func orUnknownMember(code int16) int16 {
-	if code == kerr.NotCoordinator.Code {
-		return code
-	}
-	return kerr.UnknownMemberID.Code
 }
 
 func (g *group) sync(req *SyncRequest, done func(SyncResult)) {
@@ -412,9 +400,9 @@ func (c *Coordinator) Heartbeat(groupID, memberID, instanceID string, generation
 	if groupID == "" {
 		return kerr.InvalidGroupID.Code
 	}
-	g, code := c.lockGroup(groupID, false)
+	g, why := c.lockGroup(groupID, false)
 	if g == nil {
-		return orUnknownMember(code)
+		return why.code(kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code)
 	}
 	defer g.unlock()
 	if code := g.checkMember(memberID, instanceID); code != 0 {
@@ -449,10 +437,10 @@ type Leaving struct {
 // An unknown group (or one not coordinated here) fails every member.
 func (c *Coordinator) Leave(groupID string, leaving []Leaving) []int16 {
 	codes := make([]int16, len(leaving))
-	g, code := c.lockGroup(groupID, false)
+	g, m := c.lockGroup(groupID, false)
 	if g == nil {
 		for i := range codes {
-			codes[i] = orUnknownMember(code)
+			codes[i] = m.code(kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code)
 		}
 		return codes
 	}

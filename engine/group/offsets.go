@@ -56,23 +56,20 @@ type CommitOffset struct {
 // Commit handles an OffsetCommit, setting each offset's ErrorCode. It
 // returns once the offsets are in the log (or failed to get there).
 func (c *Coordinator) Commit(req *CommitRequest) {
-	g, code := c.lockGroup(req.Group, false)
-	if g == nil && (code == 0 || code == codeClosed) {
-		if req.Generation >= 0 {
-			code = kerr.IllegalGeneration.Code
-			if req.GroupIDNotFound {
-				code = kerr.GroupIDNotFound.Code
-			}
-			setCommitErrors(req.Offsets, code)
-			return
-		}
-		g, code = c.lockGroup(req.Group, true)
-	}
-	if g == nil {
-		if code == codeClosed {
-			code = kerr.CoordinatorNotAvailable.Code
+	g, m := c.lockGroup(req.Group, false)
+	if g == nil && m != notLoaded && req.Generation >= 0 {
+		code := kerr.IllegalGeneration.Code
+		if req.GroupIDNotFound {
+			code = kerr.GroupIDNotFound.Code
 		}
 		setCommitErrors(req.Offsets, code)
+		return
+	}
+	if g == nil && m == noGroup {
+		g, m = c.lockGroup(req.Group, true) // a standalone committer's first commit
+	}
+	if g == nil {
+		setCommitErrors(req.Offsets, m.code(0, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
 	defer g.unlock()
@@ -191,9 +188,9 @@ type FetchedTopic struct {
 // is nil. An unknown group has no offsets. The error code is
 // NOT_COORDINATOR when the group is not coordinated here.
 func (c *Coordinator) FetchOffsets(name string, topics []FetchedTopic) ([]FetchedTopic, int16) {
-	g, code := c.lockGroup(name, false)
-	if code == kerr.NotCoordinator.Code {
-		return topics, code
+	g, m := c.lockGroup(name, false)
+	if m == notLoaded {
+		return topics, kerr.NotCoordinator.Code
 	}
 	if g == nil {
 		for i := range topics {
@@ -265,12 +262,9 @@ func (c *Coordinator) DeleteOffsets(groupID string, offsets []OffsetToDelete) in
 	if groupID == "" {
 		return kerr.InvalidGroupID.Code
 	}
-	g, code := c.lockGroup(groupID, false)
+	g, m := c.lockGroup(groupID, false)
 	if g == nil {
-		if code == kerr.NotCoordinator.Code {
-			return code
-		}
-		return kerr.GroupIDNotFound.Code
+		return m.code(kerr.GroupIDNotFound.Code, kerr.GroupIDNotFound.Code)
 	}
 	defer g.unlock()
 	if g.state != groupEmpty && g.protocolType != consumerProtocolType {

@@ -166,7 +166,8 @@ func (g *group) markDead() {
 	g.c.forget(g)
 }
 
-// unload answers parked requests and stops every timer (broker shutdown).
+// unload answers parked requests with NOT_COORDINATOR and stops every
+// timer: its partition was unloaded, or the coordinator closed.
 // The group is Dead from then on, so timer callbacks already waiting for
 // the lock do nothing.
 func (g *group) unload() {
