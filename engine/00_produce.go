@@ -24,11 +24,15 @@ package engine
 // map through ErrorCode. An idempotent retry of a batch already in the log
 // answers with the original offsets and no error.
 //
-// acks: 0, 1 and -1 are valid (INVALID_REQUIRED_ACKS otherwise). With one
-// replica, -1 is satisfied once the batch is appended; the high watermark
-// still moves through advanceHighWatermark as if an ISR were consulted.
-// acks=0 gets no response, and as in Kafka a failed acks=0 request closes
-// the connection so the producer notices and refreshes its metadata.
+// acks: 0, 1 and -1 are valid (INVALID_REQUIRED_ACKS otherwise). 0 and 1
+// are answered once the batches are in the local log; -1 (all) once each
+// partition's high watermark passes its batch (produce_wait.go), or with
+// REQUEST_TIMED_OUT for those it has not passed after TimeoutMillis. With
+// one replica the watermark moves as the batch is appended, so -1 is
+// answered at once too. acks=0 gets no response, and as in Kafka a failed
+// acks=0 request closes the connection so the producer notices and
+// refreshes its metadata. A partition this broker does not lead answers
+// NOT_LEADER_OR_FOLLOWER (the Partition refuses the append).
 //
 // Transactions are not served (see 22_init_producer_id.go): a request with
 // transactional batches gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
@@ -51,6 +55,8 @@ func init() { register(kmsg.Produce, 0, 12, (*Broker).handleProduce) }
 // common path (no recompression, no errors) allocates nothing of its own.
 type produceScratch struct {
 	resp    kmsg.ProduceResponse
+	acks    int16
+	pending *producePending       // nil unless an acks=all answer waits for high watermarks
 	entries []storage.AppendEntry // one entry: Kafka allows one batch per partition
 	batch   []byte                // a re-encoded batch
 	raw     []byte                // decompressed records
@@ -65,6 +71,7 @@ const maxPooledScratch = 4 << 20
 
 func (s *produceScratch) release() {
 	s.entries[0] = storage.AppendEntry{}
+	s.pending = nil
 	if cap(s.batch) > maxPooledScratch {
 		s.batch = nil
 	}
@@ -77,7 +84,7 @@ func (s *produceScratch) release() {
 func (b *Broker) handleProduce(r *Request) {
 	req := r.Msg.(*kmsg.ProduceRequest)
 	s := produceScratches.Get().(*produceScratch)
-	defer s.release()
+	s.acks = req.Acks
 	resp := s.shapeResponse(req)
 	reqErr := produceRequestError(r.Version, req)
 	now := time.Now().UnixMilli()
@@ -99,6 +106,9 @@ func (b *Broker) handleProduce(r *Request) {
 		}
 	}
 	switch {
+	case s.pending != nil:
+		s.pending.appended(req.TimeoutMillis) // s belongs to the pending answer now
+		return
 	case req.Acks != 0:
 		r.Respond(resp)
 	case failed:
@@ -106,6 +116,7 @@ func (b *Broker) handleProduce(r *Request) {
 	default:
 		r.NoResponse()
 	}
+	s.release()
 }
 
 // produceRequestError is an error that fails every partition of req.
@@ -175,18 +186,17 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 	}
 	e := &s.entries[0]
 	*e = storage.AppendEntry{Records: records}
-	_ = p.Log.Append(s.entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load(), NowMs: now})
+	_ = p.append(s.entries, s.acks, now)
 	if e.Err != nil {
 		produceFailed(r, out, e.Err)
 		return
 	}
 	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = e.Result.FirstOffset, e.Result.LogAppendTime, e.Result.LogStartOffset
-	if e.Result.Duplicate {
-		return
+	if !e.Result.Duplicate {
+		b.metrics.produced(t.Name, len(records), int(h.NumRecords))
 	}
-	b.metrics.produced(t.Name, len(records), int(h.NumRecords))
-	if b.advanceHighWatermark(p) > 0 {
-		b.waiters.wake(p, int64(len(records)))
+	if s.acks == -1 {
+		s.awaitCommit(r, p, out, e.Result.LastOffset+1)
 	}
 }
 

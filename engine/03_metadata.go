@@ -202,7 +202,7 @@ func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
 		sp := &st.Partitions[i]
 		sp.Partition = p.Index
 		sp.Leader = m.b.cfg.NodeID
-		sp.LeaderEpoch = p.LeaderEpoch.Load()
+		sp.LeaderEpoch = p.LeaderEpoch()
 		sp.Replicas = m.replicas
 		sp.ISR = m.replicas
 		sp.OfflineReplicas = []int32{}

@@ -40,7 +40,7 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: log, closing: make(chan struct{}), metrics: NewMetrics()}
+	b := &Broker{cfg: cfg, log: log, closing: make(chan struct{}), metrics: NewMetrics(), waiters: newFetchPurgatory()}
 	var err error
 	if b.host, b.port, err = cfg.AdvertisedHostPort(); err != nil {
 		return nil, err
@@ -69,7 +69,6 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 func (b *Broker) startSubsystems() error {
 	var err error
 	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
-	b.waiters = newFetchPurgatory()
 	if b.pids, err = newProducerIDManager(b.cfg.DataDir); err != nil {
 		return err
 	}
@@ -133,16 +132,16 @@ func (b *Broker) housekeeping() {
 func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
-			if err := p.Log.MaybeRoll(nowMs); err != nil {
+			if err := p.maybeRoll(nowMs); err != nil {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
 			if !retention {
 				continue
 			}
-			if n, err := p.Log.EnforceRetention(nowMs); err != nil {
+			if n, err := p.enforceRetention(nowMs); err != nil {
 				b.log.Error("retention failed", "topic", t.Name, "partition", p.Index, "err", err)
 			} else if n > 0 {
-				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.Log.LogStartOffset())
+				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.LogStartOffset())
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/sluice-broker/sluice/engine/group"
 	"github.com/sluice-broker/sluice/storage"
@@ -19,62 +18,29 @@ import (
 // __consumer_offsets.
 type groupLog struct{ p *Partition }
 
-// Append writes one batch and, Sluice keeping one replica, moves the high
-// watermark to the new end. The coordinator serialises appends per
-// partition, so the high watermark never moves backwards.
+// Append writes one batch through the partition, which moves the high
+// watermark and wakes the fetches waiting on it, as a produce does.
 func (l groupLog) Append(batch []byte) (int64, error) {
-	p := l.p
-	entries := []storage.AppendEntry{{Records: batch}}
-	err := p.Log.Append(entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load()})
-	if err == nil {
-		err = entries[0].Err
-	}
+	res, err := l.p.appendInternal(batch, 0)
 	if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrRecordListTooLarge) {
 		return -1, fmt.Errorf("%w: %w", group.ErrTooLarge, err)
 	}
 	if err != nil {
 		return -1, err
 	}
-	p.Log.SetHighWatermark(p.Log.LogEndOffset())
-	return entries[0].Result.FirstOffset, nil
+	return res.FirstOffset, nil
 }
 
-// Replay feeds every record of the partition, in log order, to fn.
-func (l groupLog) Replay(fn func(key, value []byte) error) error { return replay(l.p, fn) }
+// Replay feeds every record of the partition, in log order, to fn. A batch
+// it cannot decode stops the replay with an error: skipping it could
+// resurrect deleted offsets.
+func (l groupLog) Replay(fn func(key, value []byte) error) error {
+	var scratch []byte
+	return l.p.scan(replayReadSize, func(b []byte) (int64, error) { return replayBatches(b, &scratch, fn) })
+}
 
-// replayReadSize is how much of the log one read brings in at start.
+// replayReadSize is how much of the log one read brings in at load.
 const replayReadSize = 1 << 20
-
-// replay feeds every record of an offsets partition, in log order, to fn.
-// A batch it cannot decode stops the replay with an error naming it:
-// skipping it could resurrect deleted offsets.
-func replay(p *Partition, fn func(key, value []byte) error) error {
-	l := p.Log
-	off, end := l.LogStartOffset(), l.LogEndOffset()
-	var buf, scratch []byte
-	for off < end {
-		reg, err := l.Read(off, replayReadSize, true)
-		if err != nil {
-			return fmt.Errorf("read offset %d: %w", off, err)
-		}
-		if reg.Len == 0 {
-			return fmt.Errorf("read offset %d: nothing before end offset %d", off, end)
-		}
-		buf = grow(buf[:0], int(reg.Len))[:reg.Len]
-		if n, err := reg.File.ReadAt(buf, reg.Pos); n < len(buf) {
-			return fmt.Errorf("read offset %d: %w", off, errors.Join(err, io.ErrUnexpectedEOF))
-		}
-		next, err := replayBatches(buf, &scratch, fn)
-		if err != nil {
-			return fmt.Errorf("batch at offset %d: %w", off, err)
-		}
-		if next <= off {
-			return fmt.Errorf("no progress at offset %d", off)
-		}
-		off = next
-	}
-	return nil
-}
 
 // replayBatches decodes the whole batches in b and returns the offset
 // after the last one.

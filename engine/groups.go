@@ -42,7 +42,7 @@ func newGroupCoordinator(b *Broker) (*groupCoordinator, error) {
 	start, groups := time.Now(), 0
 	for _, p := range parts {
 		// One replica: everything in the log is committed.
-		p.Log.SetHighWatermark(p.Log.LogEndOffset())
+		p.advanceHighWatermark()
 		n, err := c.LoadPartition(p.Index, groupLog{p})
 		if err != nil {
 			c.Close()

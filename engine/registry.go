@@ -37,16 +37,6 @@ type Topic struct {
 	mu sync.Mutex
 }
 
-// Partition is one partition of a topic, led by this broker.
-type Partition struct {
-	Topic *Topic
-	Index int32
-	Log   *storage.Log
-	// LeaderEpoch starts at 0 and only grows; single-node Sluice keeps it
-	// at 0 until the replication work changes leaders.
-	LeaderEpoch atomic.Int32
-}
-
 // Partitions returns the topic's partitions (do not modify).
 func (t *Topic) Partitions() []*Partition { return *t.parts.Load() }
 
@@ -256,14 +246,8 @@ func (b *Broker) openPartition(t *Topic, i int32) (*Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
-	p := &Partition{Topic: t, Index: i, Log: l}
-	p.LeaderEpoch.Store(max(l.LatestEpoch(), 0))
-	// Opening a partition makes this broker its leader with itself as the
-	// whole ISR, so the high watermark moves to the recovered log end at
-	// once, as Kafka's leader does when it takes over. The checkpointed
-	// watermark lags after an unclean stop, and without this move every
-	// acknowledged record above it would be invisible to consumers.
-	b.advanceHighWatermark(p)
+	p := newPartition(t, i, l, b.waiters)
+	p.becomeLeader(p.storedEpoch()) // single node: this broker leads every partition
 	return p, nil
 }
 
@@ -273,7 +257,7 @@ func closePartitions(ps []*Partition) error {
 		if ps[i] == nil {
 			return nil
 		}
-		return ps[i].Log.Close()
+		return ps[i].close()
 	})
 }
 
@@ -294,7 +278,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	err := b.persistTopicsLocked()
 	b.topics.mu.Unlock()
 	for _, p := range t.Partitions() {
-		if derr := p.Log.Delete(); derr != nil && err == nil {
+		if derr := p.delete(); derr != nil && err == nil {
 			err = derr
 		}
 	}
@@ -341,7 +325,7 @@ func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
 	t.settings.Store(&s)
 	t.mu.Unlock()
 	for _, p := range t.Partitions() {
-		p.Log.SetConfig(s.Log)
+		p.setConfig(s.Log)
 	}
 	b.topics.mu.Lock()
 	defer b.topics.mu.Unlock()
