@@ -43,7 +43,8 @@ func (l groupLog) Replay(fn func(key, value []byte) error) error {
 const replayReadSize = 1 << 20
 
 // replayBatches decodes the whole batches in b and returns the offset
-// after the last one.
+// after the last one. It and the record walk below repeat the record
+// format; they give way to package record's iteration once it lands.
 func replayBatches(b []byte, scratch *[]byte, fn func(key, value []byte) error) (int64, error) {
 	next := int64(-1)
 	for len(b) >= storage.BatchHeaderLen {

@@ -157,6 +157,10 @@ func appendErrorCode(err error, commit bool) int16 {
 	return kerr.NotCoordinator.Code
 }
 
+// appendRecordBatch (and appendOffsetsRecord, varintLen) repeat the
+// record format; they give way to package record's batch builder once it
+// lands.
+//
 // appendRecordBatch appends recs as one uncompressed RecordBatch v2, the
 // way Kafka's coordinator writes them: CreateTime now, no producer id. The
 // base offset and leader epoch are the log's to fill in.
