@@ -6,11 +6,11 @@ package engine
 // replication (append through the leader, replay from a reader).
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/sluice-broker/sluice/engine/group"
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -43,88 +43,51 @@ func (l groupLog) Replay(fn func(key, value []byte) error) error {
 const replayReadSize = 1 << 20
 
 // replayBatches decodes the whole batches in b and returns the offset
-// after the last one. It and the record walk below repeat the record
-// format; they give way to package record's iteration once it lands.
+// after the last one.
 func replayBatches(b []byte, scratch *[]byte, fn func(key, value []byte) error) (int64, error) {
 	next := int64(-1)
-	for len(b) >= storage.BatchHeaderLen {
-		h, err := storage.ParseBatchHeader(b)
+	for len(b) >= record.HeaderLen {
+		h, err := record.ParseHeader(b)
 		if err != nil {
 			return next, err
 		}
-		size := int64(h.Length) + batchLogOverhead
-		if size < storage.BatchHeaderLen || h.Magic != 2 {
-			return next, errBadRecord
+		size := h.Size()
+		if size < record.HeaderLen {
+			return next, record.ErrBadLength
+		}
+		if h.Magic != record.Magic {
+			return next, fmt.Errorf("magic %d: %w", h.Magic, record.ErrBadRecord)
 		}
 		if size > int64(len(b)) {
 			break // cut by the read size; read again from here
 		}
 		if !h.IsControl() {
-			recs, err := batchRecords((*scratch)[:0], b[:size], h)
+			recs, err := record.Records((*scratch)[:0], b[:size], h, record.DefaultDecompressLimit)
 			if err != nil {
 				return next, err
 			}
-			if h.Compression() != codecNone {
+			if h.Compression() != record.None {
 				*scratch = recs
 			}
 			if err := eachKeyValue(recs, fn); err != nil {
 				return next, err
 			}
 		}
-		next = h.BaseOffset + int64(h.LastOffsetDelta) + 1
+		next = h.NextOffset()
 		b = b[size:]
 	}
 	return next, nil
 }
 
-// eachKeyValue walks uncompressed records, passing each key and value
-// (nil for a tombstone).
-func eachKeyValue(b []byte, fn func(key, value []byte) error) error {
-	for len(b) > 0 {
-		n, used := binary.Varint(b)
-		if used <= 0 || n < 0 || n > int64(len(b)-used) {
-			return errBadRecord
-		}
-		key, value, err := recordKeyValue(b[used : used+int(n)])
-		if err != nil {
+// eachKeyValue walks an uncompressed records section, passing each key
+// and value (nil for a tombstone).
+func eachKeyValue(raw []byte, fn func(key, value []byte) error) error {
+	it := record.NewIter(raw)
+	for it.Next() {
+		r := it.Record()
+		if err := fn(r.Key, r.Value); err != nil {
 			return err
 		}
-		if err := fn(key, value); err != nil {
-			return err
-		}
-		b = b[used+int(n):]
 	}
-	return nil
-}
-
-func recordKeyValue(r []byte) (key, value []byte, err error) {
-	if len(r) < 1 {
-		return nil, nil, errBadRecord
-	}
-	r = r[1:]                // attributes
-	for i := 0; i < 2; i++ { // timestamp delta, offset delta
-		_, used := binary.Varint(r)
-		if used <= 0 {
-			return nil, nil, errBadRecord
-		}
-		r = r[used:]
-	}
-	if key, r, err = varBytes(r); err != nil {
-		return nil, nil, err
-	}
-	value, _, err = varBytes(r)
-	return key, value, err
-}
-
-// varBytes reads a varint length and that many bytes (nil for -1).
-func varBytes(r []byte) ([]byte, []byte, error) {
-	n, used := binary.Varint(r)
-	if used <= 0 || n < -1 || n > int64(len(r)-used) {
-		return nil, nil, errBadRecord
-	}
-	r = r[used:]
-	if n < 0 {
-		return nil, r, nil
-	}
-	return r[:n], r[n:], nil
+	return it.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
+	"github.com/sluice-broker/sluice/record"
 )
 
 // bytesLog is a group.PartitionLog over raw log bytes, replayed with the
@@ -28,9 +29,9 @@ func TestGroupLogReplayBatches(t *testing.T) {
 	k1 := kmsg.OffsetCommitKey{Version: 1, Group: "g", Topic: "t", Partition: 0}
 	v1 := kmsg.NewOffsetCommitValue()
 	v1.Version, v1.Offset, v1.LeaderEpoch = 3, 42, -1
-	first := BuildTestBatch(t, TestBatchOpts{Codec: codecNone, ProducerID: -1}, TestRecord{Key: k1.AppendTo(nil), Value: v1.AppendTo(nil)})
+	first := BuildTestBatch(t, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: k1.AppendTo(nil), Value: v1.AppendTo(nil)})
 	v1.Offset = 43
-	second := BuildTestBatch(t, TestBatchOpts{Codec: codecGzip, ProducerID: -1},
+	second := BuildTestBatch(t, TestBatchOpts{Codec: int8(record.Gzip), ProducerID: -1},
 		TestRecord{Key: k1.AppendTo(nil), Value: v1.AppendTo(nil)}, TestRecord{Key: []byte{0, 9}, Value: []byte("skipped")})
 	binary.BigEndian.PutUint64(second, 1) // base offset after the first batch
 	log := append(append([]byte{}, first...), second...)
@@ -60,11 +61,11 @@ func FuzzOffsetsReplay(f *testing.F) {
 	k := kmsg.OffsetCommitKey{Version: 1, Group: "g", Topic: "t", Partition: 0}
 	v := kmsg.NewOffsetCommitValue()
 	v.Version, v.ExpireTimestamp = 1, 5
-	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: codecNone, ProducerID: -1},
+	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1},
 		TestRecord{Key: k.AppendTo(nil), Value: v.AppendTo(nil)},
 		TestRecord{Key: []byte{0, 2, 0, 0}, Value: []byte{0, 3, 0, 0}}))
-	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: codecNone, ProducerID: -1}, TestRecord{Key: []byte{0, 9, 1}}))
-	negative := BuildTestBatch(f, TestBatchOpts{Codec: codecNone, ProducerID: -1}, TestRecord{Key: []byte{0, 2, 0, 0}})
+	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: []byte{0, 9, 1}}))
+	negative := BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: []byte{0, 2, 0, 0}})
 	binary.BigEndian.PutUint32(negative[8:], 0xff300000) // a negative batch length once panicked
 	f.Add(negative)
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -134,7 +134,11 @@ func TestLoadPartitionErrors(t *testing.T) {
 		t.Fatal("loaded a partition out of range")
 	}
 	h.c.UnloadPartition(1)
-	bad := &memLog{batches: [][]byte{appendRecordBatch(nil, 1, []offsetsRecord{{key: []byte{0}}})}}
+	batch, err := appendRecordBatch(nil, 1, []offsetsRecord{{key: []byte{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := &memLog{batches: [][]byte{batch}}
 	if _, err := h.c.LoadPartition(1, bad); err == nil {
 		t.Fatal("loaded a malformed record")
 	}
@@ -170,13 +174,19 @@ func TestOffsetsRecordBatchRoundTrip(t *testing.T) {
 		offsetCommitRecord("g", offsetTP{"t", 4}, nil),
 		{key: groupMetadataKey("g")},
 	}
-	batch := appendRecordBatch(nil, 1234, recs)
+	batch, err := appendRecordBatch(nil, 1234, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	var rb kmsg.RecordBatch
 	if err := rb.ReadFrom(batch); err != nil {
 		t.Fatal(err)
 	}
 	if rb.Magic != 2 || rb.NumRecords != 3 || rb.LastOffsetDelta != 2 || rb.FirstTimestamp != 1234 || rb.ProducerID != -1 || int(rb.Length) != len(batch)-12 {
+		t.Fatalf("header: %+v", rb)
+	}
+	if rb.MaxTimestamp != 1234 || rb.Attributes != 0 || rb.PartitionLeaderEpoch != -1 || rb.ProducerEpoch != -1 || rb.FirstSequence != -1 {
 		t.Fatalf("header: %+v", rb)
 	}
 	if crc := crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)); uint32(rb.CRC) != crc {

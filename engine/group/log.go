@@ -17,12 +17,12 @@ package group
 // last record of each key winning, as compaction would leave it.
 
 import (
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // PartitionLog is the coordinator's whole view of one partition of
@@ -41,8 +41,6 @@ type PartitionLog interface {
 // ErrTooLarge is what a PartitionLog's Append error wraps when the batch
 // is over the log's message or batch size limit.
 var ErrTooLarge = errors.New("record batch too large")
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // offsetTP names one partition whose offset a group commits.
 type offsetTP struct {
@@ -135,11 +133,14 @@ func (g *group) append(recs []offsetsRecord) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	batch := appendRecordBatch(nil, g.c.clock.Now().UnixMilli(), recs)
+	batch, err := appendRecordBatch(nil, g.c.clock.Now().UnixMilli(), recs)
+	if err != nil {
+		return err
+	}
 	p := g.part
 	p.appendMu.Lock()
 	defer p.appendMu.Unlock()
-	_, err := p.log.Append(batch)
+	_, err = p.log.Append(batch)
 	return err
 }
 
@@ -157,63 +158,16 @@ func appendErrorCode(err error, commit bool) int16 {
 	return kerr.NotCoordinator.Code
 }
 
-// appendRecordBatch (and appendOffsetsRecord, varintLen) repeat the
-// record format; they give way to package record's batch builder once it
-// lands.
-//
 // appendRecordBatch appends recs as one uncompressed RecordBatch v2, the
 // way Kafka's coordinator writes them: CreateTime now, no producer id. The
 // base offset and leader epoch are the log's to fill in.
-func appendRecordBatch(dst []byte, nowMs int64, recs []offsetsRecord) []byte {
-	start := len(dst)
-	be := binary.BigEndian
-	dst = be.AppendUint64(dst, 0)                   // base offset
-	dst = be.AppendUint32(dst, 0)                   // length, set below
-	dst = be.AppendUint32(dst, ^uint32(0))          // partition leader epoch: -1
-	dst = append(dst, 2)                            // magic
-	dst = be.AppendUint32(dst, 0)                   // crc, set below
-	dst = be.AppendUint16(dst, 0)                   // attributes
-	dst = be.AppendUint32(dst, uint32(len(recs)-1)) // last offset delta
-	dst = be.AppendUint64(dst, uint64(nowMs))       // first timestamp
-	dst = be.AppendUint64(dst, uint64(nowMs))       // max timestamp
-	dst = be.AppendUint64(dst, ^uint64(0))          // producer id: -1
-	dst = be.AppendUint16(dst, ^uint16(0))          // producer epoch: -1
-	dst = be.AppendUint32(dst, ^uint32(0))          // base sequence: -1
-	dst = be.AppendUint32(dst, uint32(len(recs)))   // record count
+func appendRecordBatch(dst []byte, nowMs int64, recs []offsetsRecord) ([]byte, error) {
+	h := record.NewHeader()
+	h.FirstTimestamp = nowMs
+	var b record.Builder
+	b.Reset(h)
 	for i, rec := range recs {
-		dst = appendOffsetsRecord(dst, int64(i), rec)
+		b.Add(&record.Record{OffsetDelta: int32(i), Key: rec.key, Value: rec.value})
 	}
-	be.PutUint32(dst[start+8:], uint32(len(dst)-start-12))
-	be.PutUint32(dst[start+17:], crc32.Checksum(dst[start+21:], castagnoli))
-	return dst
-}
-
-func appendOffsetsRecord(dst []byte, offsetDelta int64, rec offsetsRecord) []byte {
-	valueLen := int64(-1)
-	if rec.value != nil {
-		valueLen = int64(len(rec.value))
-	}
-	size := 1 + varintLen(0) + varintLen(offsetDelta) +
-		varintLen(int64(len(rec.key))) + len(rec.key) +
-		varintLen(valueLen) + len(rec.value) + varintLen(0)
-	dst = binary.AppendVarint(dst, int64(size))
-	dst = append(dst, 0)              // attributes
-	dst = binary.AppendVarint(dst, 0) // timestamp delta
-	dst = binary.AppendVarint(dst, offsetDelta)
-	dst = binary.AppendVarint(dst, int64(len(rec.key)))
-	dst = append(dst, rec.key...)
-	dst = binary.AppendVarint(dst, valueLen)
-	dst = append(dst, rec.value...)
-	return binary.AppendVarint(dst, 0) // headers
-}
-
-// varintLen is the size of v as a zig-zag varint.
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
+	return b.AppendTo(dst)
 }
