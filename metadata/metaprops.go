@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"bufio"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/properties"
 )
 
 // MetaPropertiesFile is Kafka's node identity file, kept in Kafka's format
@@ -62,26 +63,17 @@ func NewClusterID() string {
 	return strings.TrimRight(base64.URLEncoding.EncodeToString(u[:]), "=")
 }
 
-// readProperties reads a Java .properties file's "key=value" and
-// "key: value" lines, skipping comments.
+// readProperties reads meta.properties into a map.
 func readProperties(path string) (map[string]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	props := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || line[0] == '!' {
-			continue
-		}
-		i := strings.IndexAny(line, "=:")
-		if i < 0 {
-			continue
-		}
-		props[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	lines, err := properties.Read(f)
+	props := make(map[string]string, len(lines))
+	for _, l := range lines {
+		props[l.Key] = l.Value
 	}
-	return props, sc.Err()
+	return props, err
 }

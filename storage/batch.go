@@ -88,21 +88,3 @@ func checkCounts(h *record.Header, cleaned bool) error {
 	}
 	return nil
 }
-
-// Compatibility names for engine/group_log.go, which moves to engine/group
-// and onto package record in the same change (issue 9); delete them then.
-
-// BatchHeader is record.Header.
-//
-// Deprecated: use record.Header.
-type BatchHeader = record.Header
-
-// BatchHeaderLen is record.HeaderLen.
-//
-// Deprecated: use record.HeaderLen.
-const BatchHeaderLen = record.HeaderLen
-
-// ParseBatchHeader is record.ParseHeader.
-//
-// Deprecated: use record.ParseHeader.
-func ParseBatchHeader(b []byte) (record.Header, error) { return parseHeader(b) }

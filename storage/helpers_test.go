@@ -111,7 +111,7 @@ func splitBatches(t testing.TB, b []byte) []record.Header {
 	for len(b) > 0 {
 		h, err := record.ParseHeader(b)
 		if err != nil {
-			t.Fatalf("ParseBatchHeader: %v", err)
+			t.Fatalf("parse header: %v", err)
 		}
 		if _, err := checkBatch(b, 0); err != nil {
 			t.Fatalf("read back bad batch at offset %d: %v", h.BaseOffset, err)
