@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -132,10 +133,12 @@ func produceRequestError(version int16, req *kmsg.ProduceRequest) *kerr.Error {
 	return nil
 }
 
+// hasTransactionalBatch reads only the attributes of each batch: the header
+// is parsed once, by checkProduceBatch, when the partition's turn comes.
 func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 	for i := range req.Topics {
 		for _, p := range req.Topics[i].Partitions {
-			if h, err := storage.ParseBatchHeader(p.Records); err == nil && h.Attributes&attrTransactional != 0 {
+			if len(p.Records) >= record.HeaderLen && record.Attributes(p.Records)&record.AttrTransactional != 0 {
 				return true
 			}
 		}
@@ -185,7 +188,7 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 		return
 	}
 	e := &s.entries[0]
-	*e = storage.AppendEntry{Records: records}
+	*e = storage.AppendEntry{Records: records, Header: h, HasHeader: true}
 	_ = p.append(s.entries, s.acks, now)
 	if e.Err != nil {
 		produceFailed(r, out, e.Err)
@@ -235,8 +238,9 @@ func produceFailed(r *Request, out *kmsg.ProduceResponseTopicPartition, err erro
 }
 
 // prepare checks one partition's record set before it reaches storage and
-// applies the topic's compression.type. It returns the bytes to append.
-func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byte, storage.BatchHeader, error) {
+// applies the topic's compression.type. It returns the bytes to append and
+// their header, parsed once here and handed on to storage.
+func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byte, record.Header, error) {
 	h, err := checkProduceBatch(version, t, records)
 	if err != nil {
 		return nil, h, err
@@ -247,11 +251,11 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 	if !convert && !settings.Log.Compact {
 		return records, h, nil
 	}
-	raw, err := batchRecords(s.raw, records, h)
+	raw, err := record.Records(s.raw, records, h, record.DefaultDecompressLimit)
 	if err != nil {
 		return nil, h, produceErr(kerr.CorruptMessage, "cannot decompress record batch: %v", err)
 	}
-	if h.Compression() != codecNone {
+	if h.Compression() != record.None {
 		s.raw = raw
 	}
 	if settings.Log.Compact {
@@ -262,7 +266,7 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 	if !convert {
 		return records, h, nil
 	}
-	if s.batch, err = rebuildBatch(s.batch[:0], records, raw, codec); err != nil {
+	if s.batch, err = record.Rebuild(s.batch[:0], &h, raw, codec); err != nil {
 		return nil, h, produceErr(kerr.UnknownServerError, "cannot compress record batch: %v", err)
 	}
 	return s.batch, h, nil
@@ -270,8 +274,8 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 
 // checkProduceBatch applies the checks Kafka makes before the log sees a
 // record set.
-func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHeader, error) {
-	h, err := storage.ParseBatchHeader(records)
+func checkProduceBatch(version int16, t *Topic, records []byte) (record.Header, error) {
+	h, err := record.ParseHeader(records)
 	switch {
 	case len(records) == 0:
 		return h, produceErr(kerr.InvalidRecord, "produce requests must carry one record batch per partition")
@@ -279,9 +283,9 @@ func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHe
 		return h, produceErr(kerr.CorruptMessage, "record batch truncated")
 	case h.Magic != 2:
 		return h, produceErr(kerr.InvalidRecord, "produce v%d accepts only record batches with magic 2, got %d", version, h.Magic)
-	case int64(h.Length)+batchLogOverhead < int64(len(records)):
+	case h.Size() < int64(len(records)):
 		return h, produceErr(kerr.InvalidRecord, "produce requests must carry exactly one record batch per partition")
-	case h.Compression() == codecZstd && version < 7:
+	case h.Compression() == record.Zstd && version < 7:
 		return h, produceErr(kerr.UnsupportedCompressionType, "zstd batches need produce v7 or later")
 	case t.Internal:
 		return h, produceErr(kerr.InvalidTopicException, "cannot append to internal topic %s", t.Name)
@@ -295,15 +299,13 @@ func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHe
 // each one, as Kafka does.
 func checkKeys(t *Topic, raw []byte) error {
 	var bad []int32
-	i := int32(0)
-	err := eachRecord(raw, func(rec recordInfo) bool {
-		if !rec.HasKey {
+	it := record.NewIter(raw)
+	for i := int32(0); it.Next(); i++ {
+		if it.Record().Key == nil {
 			bad = append(bad, i)
 		}
-		i++
-		return true
-	})
-	if err != nil {
+	}
+	if err := it.Err(); err != nil {
 		return produceErr(kerr.CorruptMessage, "%v", err)
 	}
 	if len(bad) == 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -115,7 +116,7 @@ func (b *Broker) listOffset(version int16, req *kmsg.ListOffsetsRequest, t *Topi
 // last fetchable offset.
 func (b *Broker) timestampRecord(p *Partition, batchOffset, ts, fetchable int64, out *kmsg.ListOffsetsResponseTopicPartition) {
 	from := max(batchOffset, p.LogStartOffset())
-	rec, err := findRecord(p, batchOffset, func(_ *storage.BatchHeader, off, recTs int64) bool { return off >= from && recTs >= ts })
+	rec, err := findRecord(p, batchOffset, func(_ *record.Header, off, recTs int64) bool { return off >= from && recTs >= ts })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -128,7 +129,7 @@ func (b *Broker) timestampRecord(p *Partition, batchOffset, ts, fetchable int64,
 // maxTimestampRecord answers with the first record carrying the largest
 // timestamp of the batch at batchOffset.
 func (b *Broker) maxTimestampRecord(p *Partition, batchOffset int64, out *kmsg.ListOffsetsResponseTopicPartition) {
-	rec, err := findRecord(p, batchOffset, func(h *storage.BatchHeader, _, recTs int64) bool { return recTs == h.MaxTimestamp })
+	rec, err := findRecord(p, batchOffset, func(h *record.Header, _, recTs int64) bool { return recTs == h.MaxTimestamp })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -151,51 +152,49 @@ const maxListedBatch = 64 << 20
 // findRecord reads the batch holding offset and returns its first record
 // for which match holds. Records of LogAppendTime batches all carry the
 // batch's timestamp.
-func findRecord(p *Partition, offset int64, match func(h *storage.BatchHeader, off, ts int64) bool) (foundRecord, error) {
+func findRecord(p *Partition, offset int64, match func(h *record.Header, off, ts int64) bool) (foundRecord, error) {
 	batch, h, err := readOneBatch(p, offset)
 	if err != nil || batch == nil {
 		return foundRecord{}, err
 	}
-	raw, err := batchRecords(nil, batch, h)
+	raw, err := record.Records(nil, batch, h, record.DefaultDecompressLimit)
 	if err != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	var res foundRecord
-	logAppendTime := h.Attributes&attrLogAppendTime != 0
-	err = eachRecord(raw, func(rec recordInfo) bool {
+	it := record.NewIter(raw)
+	for it.Next() {
+		rec := it.Record()
 		off, ts := h.BaseOffset+int64(rec.OffsetDelta), h.FirstTimestamp+rec.TimestampDelta
-		if logAppendTime {
+		if h.IsLogAppendTime() {
 			ts = h.MaxTimestamp
 		}
 		if match(&h, off, ts) {
-			res = foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}
-			return false
+			return foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}, nil
 		}
-		return true
-	})
-	if err != nil {
+	}
+	if it.Err() != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	return res, nil
+	return foundRecord{}, nil
 }
 
 // readOneBatch reads the whole batch holding offset into memory (nil if
 // offset is at the end of what is readable).
-func readOneBatch(p *Partition, offset int64) ([]byte, storage.BatchHeader, error) {
-	var h storage.BatchHeader
+func readOneBatch(p *Partition, offset int64) ([]byte, record.Header, error) {
+	var h record.Header
 	reg, err := p.read(offset, 1, fetchLogEnd)
 	if err != nil || reg.Len == 0 {
 		return nil, h, err
 	}
-	var head [storage.BatchHeaderLen]byte
+	var head [record.HeaderLen]byte
 	if _, err := reg.File.ReadAt(head[:], reg.Pos); err != nil {
 		return nil, h, err
 	}
-	if h, err = storage.ParseBatchHeader(head[:]); err != nil {
+	if h, err = record.ParseHeader(head[:]); err != nil {
 		return nil, h, err
 	}
-	size := int64(h.Length) + batchLogOverhead
-	if size < storage.BatchHeaderLen || size > reg.Len || size > maxListedBatch {
+	size := h.Size()
+	if size < record.HeaderLen || size > reg.Len || size > maxListedBatch {
 		return nil, h, storage.ErrCorruptMessage
 	}
 	batch := make([]byte, size)

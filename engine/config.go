@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/properties"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -202,30 +202,14 @@ func (p property) errorf(format string, args ...any) error {
 	return fmt.Errorf("config line %d: %s=%q: %w", p.line, p.key, p.val, fmt.Errorf(format, args...))
 }
 
-// readProperties reads a .properties file's lines, skipping comments and
-// blank lines.
+// readProperties reads a .properties file's keys in file order.
 func readProperties(r io.Reader) ([]property, error) {
-	var out []property
-	sc := bufio.NewScanner(r)
-	for line := 1; sc.Scan(); line++ {
-		if key, val, ok := splitProperty(sc.Text()); ok {
-			out = append(out, property{key, val, line})
-		}
+	lines, err := properties.Read(r)
+	out := make([]property, len(lines))
+	for i, l := range lines {
+		out[i] = property{l.Key, l.Value, l.Number}
 	}
-	return out, sc.Err()
-}
-
-// splitProperty parses "key=value" or "key: value", skipping comments.
-func splitProperty(s string) (key, val string, ok bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || s[0] == '#' || s[0] == '!' {
-		return "", "", false
-	}
-	i := strings.IndexAny(s, "=:")
-	if i < 0 {
-		return s, "", true
-	}
-	return strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]), true
+	return out, err
 }
 
 // setListener takes the first PLAINTEXT listener of a Kafka listener list

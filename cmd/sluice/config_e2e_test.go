@@ -31,6 +31,8 @@ func TestConfigFileOneRead(t *testing.T) {
 		"sluice.net.loops=2",
 	}, "\n")), 0o644)
 	p := startProc(t, dir, addr, "--config", props, "--net", "std")
+	// The listener accepts before "listening" is logged: wait for the line.
+	p.waitLog("listening")
 	if out := p.stderr.String(); !strings.Contains(out, "net=std") || strings.Contains(out, "unknown config key") {
 		t.Errorf("want the --net flag over the file, no unknown keys:\n%s", out)
 	}
