@@ -1,8 +1,10 @@
 # Sluice — build, run and test.
 GO ?= go
 BIN := bin/sluice
+# The packages `make unit` tests: e.g. make unit PKG=./storage
+PKG ?= ./...
 
-.PHONY: build run test test-race vet fmt clean bench-kafka bench-kfake interop
+.PHONY: build run test unit vet fmt clean bench-kafka bench-kfake benchcompare interop interop-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -16,25 +18,45 @@ run:
 # picked by SLUICE_NET: uring with everything else, std again, and epoll
 # under the race detector (engine; that pass existed anyway, so epoll adds
 # only the short cmd suite). netpoll's own tests are a matrix over all three.
+# storage runs under the race detector too: its readers take no lock.
 test: vet
 	SLUICE_NET=uring $(GO) test -count=1 -timeout 20m ./...
 	SLUICE_NET=std $(GO) test -count=1 -timeout 20m ./engine/... ./cmd/...
 	SLUICE_NET=epoll $(GO) test -count=1 -timeout 20m ./cmd/...
-	SLUICE_NET=epoll $(GO) test -count=1 -race -timeout 20m ./netpoll/... ./internal/... ./engine/...
+	SLUICE_NET=epoll $(GO) test -count=1 -race -timeout 20m ./netpoll/... ./internal/... ./engine/... ./storage/...
+
+# The edit-test loop: unit tests only (-short skips the suites that start
+# brokers or clients), one backend, no race detector. PKG picks packages.
+unit:
+	$(GO) test -short -count=1 $(PKG)
 
 # Compatibility matrix: every Kafka client and Kafka's own tools against a
-# freshly built broker; installs the pinned clients first (interop/setup.sh),
-# writes COMPATIBILITY.md and fails naming the client, step and broker answer.
+# freshly built broker; installs the pinned clients first (interop/setup.sh)
+# and fails naming the client, step and broker answer. The matrix goes to
+# bin/COMPATIBILITY.md; interop-doc rewrites the tracked COMPATIBILITY.md.
 interop:
 	bash interop/setup.sh
 	$(GO) run ./interop/driver
 
+interop-doc:
+	bash interop/setup.sh
+	$(GO) run ./interop/driver -out COMPATIBILITY.md
+
+# gofmt, go.mod tidy, go vet and staticcheck (pinned as a tool in go.mod).
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+# The side-by-side runner, beside bin/sluice (it starts Sluice from there).
+benchcompare:
+	mkdir -p bin
+	$(GO) build -o $(BIN) ./cmd/sluice
+	$(GO) build -o bin/benchcompare ./bench/cmd/benchcompare
 
 # Sluice vs Apache Kafka 4.4.0 (and kfake), rewriting BENCHMARKS.md's
 # generated section and docs/bench/. BENCH_ARGS=--quick for a smoke run.
@@ -42,10 +64,9 @@ bench-kafka:
 	bash bench/kafka.sh $(BENCH_ARGS)
 
 # The issue 3 figure: Sluice vs kfake with one franz-go producer and consumer.
-bench-kfake:
-	mkdir -p bin docs/bench
-	$(GO) build -o $(BIN) ./cmd/sluice
-	$(BIN) bench compare-kfake --markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kfake-results.json $(BENCH_ARGS)
+bench-kfake: benchcompare
+	mkdir -p docs/bench
+	bin/benchcompare kfake --markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kfake-results.json $(BENCH_ARGS)
 
 clean:
 	rm -rf bin

@@ -75,7 +75,7 @@ const headerSize = 16
 // RegisterFlags binds c's fields to flags on fs, with c's values as defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Func("brokers", "comma-separated bootstrap HOST:PORT list (default "+strings.Join(c.Brokers, ",")+")", func(s string) error {
-		c.Brokers = splitList(s)
+		c.Brokers = SplitList(s)
 		if len(c.Brokers) == 0 {
 			return errors.New("empty broker list")
 		}
@@ -169,7 +169,8 @@ func (c *Config) codec() (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("unknown --compression %q", c.Compression)
 }
 
-func splitList(s string) []string {
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -18,9 +18,7 @@
 // record bytes without decoding them, so client decoding cost does not hide
 // the broker's.
 //
-// Compare starts Apache Kafka, Sluice and franz-go's kfake one after another
-// on fresh data directories, runs the same workloads against each, measures
-// the machine's own limits (loopback sendfile, sequential write), the
-// brokers' CPU time and peak RSS, and writes BENCHMARKS.md's "Sluice vs
-// Kafka" section and SVG charts.
+// The side-by-side runner (Sluice vs Kafka vs kfake) is package
+// bench/compare, built as its own command so the sluice binary links no
+// test broker.
 package bench

@@ -2,12 +2,13 @@
 # Sluice vs Apache Kafka, side by side (`make bench-kafka`).
 #
 # Fetches Apache Kafka's jars from Maven Central once (bench/kafka/pom.xml,
-# into ~/.cache/sluice-bench/kafka-VERSION/libs), builds bin/sluice, and runs
-# `sluice bench compare`, which starts Kafka, Sluice and kfake in turn on fresh
-# data dirs, runs the workloads, and rewrites the generated part of
-# BENCHMARKS.md, the charts in docs/bench/ and docs/bench/kafka-results.json.
+# into ~/.cache/sluice-bench/kafka-VERSION/libs), builds bin/sluice and
+# bin/benchcompare, and runs `benchcompare kafka`, which starts Kafka, Sluice
+# and kfake in turn on fresh data dirs, runs the workloads, and rewrites the
+# generated part of BENCHMARKS.md, the charts in docs/bench/ and
+# docs/bench/kafka-results.json.
 #
-# Arguments go to `sluice bench compare`: e.g. --quick, --rounds 1,
+# Arguments go to `benchcompare kafka`: e.g. --quick, --rounds 1,
 # --only produce-1p-acks1,catch-up, --brokers kafka,sluice.
 # Needs java (17+) and mvn; run as root to get the zero-copy fraction.
 set -euo pipefail
@@ -30,5 +31,6 @@ command -v java >/dev/null || echo "bench/kafka.sh: no java: Kafka will be left 
 
 mkdir -p bin docs/bench
 go build -o bin/sluice ./cmd/sluice
-exec bin/sluice bench compare --kafka-libs "$LIBS" \
+go build -o bin/benchcompare ./bench/cmd/benchcompare
+exec bin/benchcompare kafka --kafka-libs "$LIBS" \
 	--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-results.json "$@"

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -41,7 +42,7 @@ func NewMetrics() *Metrics {
 	m.recordsOut = topicCounter("sluice_topic_records_out_total", "Records sent to fetchers (counted by batch header), by topic.")
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_open_connections", Help: "Open client connections."})
 	m.reg.MustRegister(reqs, lat, m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut, m.connections,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, a := range servedAPIs() {
 		m.requests[a.key] = reqs.WithLabelValues(a.name)
 		m.latency[a.key] = lat.WithLabelValues(a.name)

@@ -296,31 +296,6 @@ func (l *Log) writeStagedLocked(entries []AppendEntry) error {
 	return nil
 }
 
-// iovMax is Linux's IOV_MAX.
-const iovMax = 1024
-
-// pwritevAll writes all of iov at off, continuing after short writes. It
-// calls the syscall directly so that no Go-side iovec conversion allocates.
-func pwritevAll(fd int, iov []unix.Iovec, off int64) error {
-	for len(iov) > 0 {
-		chunk := iov[:min(len(iov), iovMax)]
-		n, _, errno := unix.Syscall6(unix.SYS_PWRITEV, uintptr(fd), uintptr(unsafe.Pointer(&chunk[0])),
-			uintptr(len(chunk)), uintptr(off), uintptr(uint64(off)>>32), 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			return errno
-		}
-		if n == 0 {
-			return unix.EIO
-		}
-		off += int64(n)
-		iov = advanceIovecs(iov, int64(n))
-	}
-	return nil
-}
-
 // advanceIovecs drops n written bytes from the front of iov.
 func advanceIovecs(iov []unix.Iovec, n int64) []unix.Iovec {
 	for len(iov) > 0 && n >= int64(iov[0].Len) {

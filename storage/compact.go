@@ -463,7 +463,7 @@ func (l *Log) swapIn(group []*segment, out *segment, before int64, st *CompactSt
 		if delay <= 0 {
 			s.removeDeleted()
 		} else {
-			time.AfterFunc(delay, s.removeDeleted)
+			l.removals.after(delay, s.removeDeleted)
 		}
 	}
 	if err != nil {

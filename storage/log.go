@@ -17,8 +17,9 @@ import (
 )
 
 // Region is a byte range of a segment file, returned by reads instead of bytes.
-// File stays valid (not closed) for at least FileDeleteDelay after the segment is
-// deleted, so an in-flight sendfile never hits a closed or reused descriptor.
+// File stays valid (not closed) for at least FileDeleteDelayMs after the
+// segment is deleted, or until the log is closed, so an in-flight sendfile
+// never hits a closed or reused descriptor.
 type Region struct {
 	File *os.File
 	Pos  int64 // byte position in File
@@ -71,9 +72,9 @@ type Log struct {
 		cleanPoint, cleanHorizon int64
 	}
 
-	// cleanMu serialises compactions. Close and Delete take it after
-	// setting closed, which a compaction checks between batches, so they
-	// wait for a running pass to stop.
+	// cleanMu serialises compactions. Close and Delete hold it from just
+	// after setting closed, which a compaction checks between batches, so
+	// they wait for a running pass to stop and no new pass starts.
 	cleanMu sync.Mutex
 	// compactHook, if set (tests), is called at each stage of a swap; an
 	// error stops the pass there, leaving the files as a crash would.
@@ -92,7 +93,69 @@ type Log struct {
 	// later ones, since recovery resumes scanning inside it.
 	durableBase atomic.Int64
 
-	deleting sync.WaitGroup // pending delayed file removals
+	removals removals // delayed file removals (file.delete.delay.ms)
+}
+
+// removals are the file removals a log has scheduled for later, so that
+// Regions handed out before a deletion stay readable until then. Close
+// runs the pending ones at once and waits for those already running: no
+// one reads a closed log's files, and the next Open would remove the same
+// *.deleted files anyway.
+type removals struct {
+	mu      sync.Mutex
+	pending map[*removal]bool // guarded by mu; scheduled, not started
+	done    bool              // guarded by mu; set by runAll: run at once from then on
+	running sync.WaitGroup    // removals whose timer fired and that are still running
+}
+
+type removal struct {
+	timer *time.Timer // set under removals.mu
+	run   func()
+}
+
+// after runs remove once delay has passed, or now if delay <= 0 or the log
+// is closed.
+func (r *removals) after(delay time.Duration, remove func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if delay <= 0 || r.done {
+		remove()
+		return
+	}
+	if r.pending == nil {
+		r.pending = map[*removal]bool{}
+	}
+	e := &removal{run: remove}
+	e.timer = time.AfterFunc(delay, func() { r.fire(e) })
+	r.pending[e] = true
+}
+
+func (r *removals) fire(e *removal) {
+	r.mu.Lock()
+	ok := r.pending[e]
+	delete(r.pending, e)
+	if ok {
+		r.running.Add(1)
+	}
+	r.mu.Unlock()
+	if ok {
+		defer r.running.Done()
+		e.run()
+	}
+}
+
+// runAll runs every pending removal now, waits for the running ones, and
+// makes later ones run at once.
+func (r *removals) runAll() {
+	r.mu.Lock()
+	pending := r.pending
+	r.pending, r.done = nil, true
+	r.mu.Unlock()
+	for e := range pending {
+		e.timer.Stop()
+		e.run()
+	}
+	r.running.Wait()
 }
 
 // endMark is an offset with the byte position it corresponds to, published
@@ -291,13 +354,15 @@ func (l *Log) MaxTimestamp() (offset, timestamp int64) {
 
 // Close flushes everything, trims the active segment's indexes, writes a
 // producer snapshot and the checkpoints, and leaves a clean-shutdown marker
-// so the next Open skips recovery.
+// so the next Open skips recovery. Segments deleted earlier lose their
+// files now rather than when their file.delete.delay.ms runs out.
 func (l *Log) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.cleanMu.Lock() // let a running compaction stop
-	l.cleanMu.Unlock()
+	l.cleanMu.Lock() // wait for a running compaction to stop
+	defer l.cleanMu.Unlock()
+	l.removals.runAll()
 	err := l.flush(flushFinal)
 	l.mu.Lock()
 	l.mu.closed = true
@@ -345,14 +410,14 @@ func (l *Log) closeSegments() error {
 // its files stay valid.
 func (l *Log) Delete() error {
 	l.closed.Store(true)
-	l.cleanMu.Lock() // let a running compaction stop
-	l.cleanMu.Unlock()
+	l.cleanMu.Lock() // wait for a running compaction to stop
+	defer l.cleanMu.Unlock()
 	l.mu.Lock()
 	l.mu.closed = true
 	delay := time.Duration(l.mu.cfg.FileDeleteDelayMs) * time.Millisecond
 	l.mu.Unlock()
-	l.flushMu.Lock() // wait for a background flush to finish
-	l.flushMu.Unlock()
+	l.flushMu.Lock() // wait for a background flush; later ones see closed
+	defer l.flushMu.Unlock()
 	aside := fmt.Sprintf("%s.%x-delete", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano())
 	if err := os.Rename(l.dir, aside); err != nil {
 		return errors.Join(err, l.closeSegments())
@@ -362,11 +427,7 @@ func (l *Log) Delete() error {
 		l.closeSegments()
 		os.RemoveAll(aside)
 	}
-	if delay <= 0 {
-		remove()
-		return nil
-	}
-	time.AfterFunc(delay, remove)
+	l.removals.after(delay, remove)
 	return nil
 }
 

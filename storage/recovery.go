@@ -527,24 +527,6 @@ type chunkReader struct {
 	start  int64 // file position of buf[0]
 }
 
-// mapForScan maps the file from (about) from to its end for a sequential
-// scan. MAP_POPULATE fills the page tables from the page cache in one call,
-// so the scan neither copies the data (as read would) nor takes a page
-// fault per 4 KiB; a long tail is then checked at the speed of the CRC.
-// Failure just means reading instead.
-func (r *chunkReader) mapForScan(from int64) {
-	off := from &^ (int64(os.Getpagesize()) - 1)
-	if r.size-off < recoveryChunk || r.size > maxRel {
-		return
-	}
-	b, err := unix.Mmap(int(r.f.Fd()), off, int(r.size-off), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
-	if err != nil {
-		return
-	}
-	unix.Madvise(b, unix.MADV_SEQUENTIAL)
-	r.mapped, r.start = b, off
-}
-
 func (r *chunkReader) unmap() {
 	if r.mapped != nil {
 		unix.Munmap(r.mapped)

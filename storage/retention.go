@@ -96,7 +96,7 @@ func (l *Log) deleteSegmentsLocked(n int) (int, error) {
 		if delay <= 0 {
 			s.removeDeleted()
 		} else {
-			time.AfterFunc(delay, s.removeDeleted)
+			l.removals.after(delay, s.removeDeleted)
 		}
 	}
 	return n, err

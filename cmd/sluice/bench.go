@@ -16,29 +16,20 @@ import (
 // benchCmd is `sluice bench`: the load generator, and its sub-commands.
 //
 //	sluice bench [flags]                 one load run against --brokers
-//	sluice bench compare [flags]         Sluice vs Apache Kafka (and kfake), BENCHMARKS.md
-//	sluice bench compare-kfake [flags]   Sluice vs kfake, the issue 3 figure
 //	sluice bench limits [flags]          the machine's loopback sendfile and write limits
-//	sluice bench kfake [flags]           serve franz-go's kfake broker (a comparison helper)
 //	sluice bench zcprobe [flags]         count a process's zero-copy vs copied socket bytes (eBPF, root)
-//	sluice bench report [flags]          re-render BENCHMARKS.md and charts from a saved compare --json
+//
+// The side-by-side runner (Sluice vs Kafka vs kfake) is a command of its
+// own, bench/cmd/benchcompare, so this binary links no test broker.
 func benchCmd(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(args) > 0 {
 		switch args[0] {
-		case "compare":
-			return bench.CompareMain(ctx, args[1:], bench.SuiteKafka)
-		case "compare-kfake":
-			return bench.CompareMain(ctx, args[1:], bench.SuiteKfake)
 		case "limits":
 			return benchLimits(args[1:])
-		case "kfake":
-			return bench.KfakeMain(ctx, args[1:])
 		case "zcprobe":
 			return benchZCProbe(ctx, args[1:])
-		case "report":
-			return bench.ReportMain(args[1:])
 		}
 	}
 	return benchRun(ctx, args)
@@ -48,7 +39,7 @@ func benchRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice bench [flags]
-       sluice bench compare|compare-kfake|limits|kfake|zcprobe|report [flags]
+       sluice bench limits|zcprobe [flags]
 
 Produces and consumes through franz-go against any Kafka-compatible broker and
 reports throughput and produce-ack / end-to-end latency percentiles.

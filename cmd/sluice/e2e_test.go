@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,9 +28,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-var binPath string
+var binPath string // empty under -short: every test here runs the binary
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // startProc skips each test
+	}
 	dir, err := os.MkdirTemp("", "sluice-bin")
 	if err != nil {
 		panic(err)
@@ -86,6 +91,9 @@ func freeAddr(t *testing.T) string {
 // given, and waits until it answers ApiVersions.
 func startProc(t *testing.T, dir, addr string, args ...string) *proc {
 	t.Helper()
+	if binPath == "" {
+		t.Skip("end-to-end: skipped under -short")
+	}
 	full := append([]string{"serve", "--listen", addr, "--data-dir", dir}, args...)
 	p := &proc{cmd: exec.Command(binPath, full...), addr: addr, dir: dir, stderr: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Stderr = p.stderr

@@ -1,7 +1,7 @@
 // Command sluice is the Sluice broker and its tools in one binary.
 //
 //	sluice serve [flags]     run a broker
-//	sluice bench [flags]     load-test a Kafka-compatible broker, compare with Kafka
+//	sluice bench [flags]     load-test a Kafka-compatible broker
 //	sluice version           print the version
 package main
 
@@ -44,7 +44,7 @@ func usage() {
 
 Usage:
   sluice serve [flags]    run a broker (sluice serve -h for flags)
-  sluice bench [flags]    load-test any Kafka-compatible broker; compare with Kafka (sluice bench -h)
+  sluice bench [flags]    load-test any Kafka-compatible broker (sluice bench -h)
   sluice version          print the version
 `)
 }

@@ -39,8 +39,13 @@ func Start(t testing.TB, mutators ...func(*engine.Config)) *Broker {
 }
 
 // StartNet is Start on the named network backend ("" for the default).
+// Under -short (make unit) it skips the test: a test that needs a running
+// broker is an end-to-end test.
 func StartNet(t testing.TB, backend string, mutators ...func(*engine.Config)) *Broker {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a broker: skipped under -short")
+	}
 	cfg := engine.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()

@@ -2,7 +2,9 @@
 // built `sluice serve` on a free 127.0.0.1 port with a temporary data
 // directory, runs every client's scenario against it (each with its own
 // timeout), stops the broker cleanly, runs the on-disk checks against its
-// segment files, writes COMPATIBILITY.md and exits non-zero when any
+// segment files, writes the matrix (to bin/COMPATIBILITY.md unless -out
+// says otherwise: `make interop-doc` passes -out COMPATIBILITY.md, so the
+// tracked file changes only when asked) and exits non-zero when any
 // capability failed.
 //
 // A scenario is any program that prints result lines on stdout (see
@@ -42,7 +44,7 @@ type options struct {
 	root     string // repository root
 	sluice   string // broker binary; built from the repo when empty
 	only     map[string]bool
-	out      string // COMPATIBILITY.md path; empty: do not write
+	out      string // where the matrix goes, relative to root; empty: nowhere
 	workDir  string // logs and data; a temp dir when empty
 	logLevel string
 	budget   time.Duration // the whole matrix; scenarios get what is left
@@ -54,7 +56,7 @@ func parseFlags() options {
 	flag.StringVar(&o.root, "root", ".", "repository root")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary (default: go build ./cmd/sluice)")
 	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
-	flag.StringVar(&o.out, "out", "COMPATIBILITY.md", "matrix to write, relative to -root (empty: none)")
+	flag.StringVar(&o.out, "out", filepath.Join("bin", "COMPATIBILITY.md"), "matrix to write, relative to -root (empty: none; COMPATIBILITY.md updates the tracked one)")
 	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
 	flag.StringVar(&o.logLevel, "broker-log-level", "info", "the broker's --log-level")
 	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole matrix; a scenario gets at most what is left")
@@ -109,6 +111,9 @@ func run(o options) (passed bool, err error) {
 	ok := publish(results)
 	if o.out != "" && o.only == nil {
 		path := filepath.Join(root, o.out)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return false, err
+		}
 		if err := os.WriteFile(path, []byte(renderMarkdown(results, time.Now())), 0o644); err != nil {
 			return false, err
 		}

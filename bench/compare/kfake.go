@@ -1,4 +1,4 @@
-package bench
+package compare
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// KfakeMain is `sluice bench kfake`: franz-go's in-memory kfake broker as a
+// KfakeMain is `benchcompare serve-kfake`: franz-go's in-memory kfake broker as a
 // process of its own, so the runner can measure it like the other brokers
 // (CPU time and peak RSS from /proc). It serves until ctx ends.
 func KfakeMain(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("bench kfake", flag.ContinueOnError)
+	fs := flag.NewFlagSet("benchcompare serve-kfake", flag.ContinueOnError)
 	port := fs.Int("port", 9093, "port to listen on (on 127.0.0.1)")
 	parts := fs.Int("partitions", 1, "partitions of auto-created topics")
 	if err := fs.Parse(args); err != nil {

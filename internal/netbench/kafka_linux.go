@@ -149,14 +149,6 @@ func produceRequest(topic string, batch []byte) kmsg.Request {
 	return r
 }
 
-func checkProduce(resp kmsg.Response) error {
-	p := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0]
-	if p.ErrorCode != 0 {
-		return fmt.Errorf("produce error %d", p.ErrorCode)
-	}
-	return nil
-}
-
 func fetchRequest(topic string, offset int64, maxBytes int32) kmsg.Request {
 	r := kmsg.NewPtrFetchRequest()
 	r.Version = 12

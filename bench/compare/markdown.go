@@ -1,6 +1,8 @@
-package bench
+package compare
 
 import (
+	"github.com/sluice-broker/sluice/bench"
+
 	"errors"
 	"fmt"
 	"os"
@@ -104,7 +106,7 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	}
 	fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
 	if containsKind(o.Brokers, Kfake) {
-		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`sluice bench kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
+		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`benchcompare serve-kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
 	}
 	b.WriteString("\n")
 	jit := ""
@@ -260,9 +262,9 @@ func writeTable(b *strings.Builder, header []string, rows [][]string) {
 }
 
 // benchFlags is the `sluice bench` command line equivalent to c.
-func benchFlags(c Config) string {
+func benchFlags(c bench.Config) string {
 	var f []string
-	if c.Mode != ModeProduceConsume {
+	if c.Mode != bench.ModeProduceConsume {
 		f = append(f, "--mode "+string(c.Mode))
 	}
 	f = append(f, fmt.Sprintf("--partitions %d --producers %d --consumers %d --record-size %d", c.Partitions, c.Producers, c.Consumers, c.RecordSize))
@@ -285,7 +287,7 @@ func suiteCommand(s Suite) string {
 	return "make bench-kafka"
 }
 
-func quickNote(o CompareOptions) string {
+func quickNote(o Options) string {
 	if o.Quick {
 		return ", **quick mode** (short runs, fewer rounds: indicative only)"
 	}

@@ -1,6 +1,8 @@
-package bench
+package compare
 
 import (
+	"github.com/sluice-broker/sluice/bench"
+
 	"fmt"
 	"io"
 	"math"
@@ -25,17 +27,6 @@ func (rep *Report) brokersOf() []BrokerKind {
 		}
 	}
 	return out
-}
-
-// baseline is what Sluice is divided by: Kafka, else kfake.
-func (rep *Report) baseline() (BrokerKind, bool) {
-	bs := rep.brokersOf()
-	for _, want := range []BrokerKind{Kafka, Kfake} {
-		if containsKind(bs, want) {
-			return want, containsKind(bs, Sluice)
-		}
-	}
-	return "", false
 }
 
 // ratio is Sluice's median over other's, or NaN.
@@ -115,7 +106,7 @@ func (rep *Report) table(w Workload, spread bool) (header []string, rows [][]str
 
 // WriteSummary prints the tables as text.
 func (rep *Report) WriteSummary(w io.Writer) {
-	fmt.Fprintf(w, "\nsluice bench compare (%s suite): %d round(s), medians\n", rep.Options.Suite, rep.Options.Rounds)
+	fmt.Fprintf(w, "\nbenchcompare (%s suite): %d round(s), medians\n", rep.Options.Suite, rep.Options.Rounds)
 	if l := rep.Limits; l != nil {
 		fmt.Fprintf(w, "machine: loopback sendfile %.0f MB/s; sequential write %.0f MB/s (%.0f with fdatasync)\n", l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
 	}
@@ -296,7 +287,7 @@ func (rep *Report) charts() []chartSpec {
 		return &chartSpec{file: prefix + file, title: title, chart: c}
 	}
 	pcts := []string{"p50", "p90", "p99", "p99.9", "max"}
-	lines := func(file, title, workload string, pick func(*Result) LatencySummary) *chartSpec {
+	lines := func(file, title, workload string, pick func(*bench.Result) bench.LatencySummary) *chartSpec {
 		c := Chart{Title: title, Unit: "ms (log scale)", Categories: pcts, Log: true, Lines: true}
 		have := false
 		for _, b := range bs {

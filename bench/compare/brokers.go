@@ -1,4 +1,4 @@
-package bench
+package compare
 
 import (
 	"context"
@@ -61,7 +61,8 @@ const KafkaHeap = "-Xmx1G -Xms1G"
 
 // brokerEnv is how to start brokers.
 type brokerEnv struct {
-	self      string // the sluice binary (sluice serve, sluice bench kfake)
+	sluice    string // the sluice binary (sluice serve)
+	self      string // this binary (benchcompare serve-kfake)
 	java      string
 	kafkaLibs string // directory of Kafka's jars
 	workDir   string // fresh data directories are made under it
@@ -94,9 +95,9 @@ func (e *brokerEnv) startBroker(ctx context.Context, kind BrokerKind, tag string
 	b := &brokerProc{kind: kind, addr: fmt.Sprintf("127.0.0.1:%d", port), dataDir: dataDir, exited: make(chan error, 1)}
 	switch kind {
 	case Sluice:
-		b.cmd = exec.Command(e.self, "serve", "--listen", b.addr, "--data-dir", dataDir, "--log-level", "warn")
+		b.cmd = exec.Command(e.sluice, "serve", "--listen", b.addr, "--data-dir", dataDir, "--log-level", "warn")
 	case Kfake:
-		b.cmd = exec.Command(e.self, "bench", "kfake", "--port", fmt.Sprint(port))
+		b.cmd = exec.Command(e.self, "serve-kfake", "--port", fmt.Sprint(port))
 	case Kafka:
 		if b.cmd, err = e.kafkaCommand(ctx, dataDir, port); err != nil {
 			os.RemoveAll(dataDir)

@@ -1,6 +1,8 @@
-package bench
+package compare
 
 import (
+	"github.com/sluice-broker/sluice/bench"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,14 +35,14 @@ const (
 type Workload struct {
 	Name     string       `json:"name"`
 	Title    string       `json:"title"`
-	Config   Config       `json:"config"`
+	Config   bench.Config `json:"config"`
 	Brokers  []BrokerKind `json:"brokers"` // which of the run's brokers it is run against
 	ZeroCopy bool         `json:"zero_copy"`
 	Metrics  []string     `json:"metrics"` // keys of metricDefs reported for it
 }
 
-// CompareOptions configure a comparison.
-type CompareOptions struct {
+// Options configure a comparison.
+type Options struct {
 	Suite          Suite         `json:"suite"`
 	Brokers        []BrokerKind  `json:"brokers"`
 	Rounds         int           `json:"rounds"`
@@ -66,38 +68,38 @@ type CompareOptions struct {
 
 // RunRecord is one workload run against one broker in one round.
 type RunRecord struct {
-	Workload   string          `json:"workload"`
-	Broker     BrokerKind      `json:"broker"`
-	Round      int             `json:"round"`
-	Result     *Result         `json:"result,omitempty"`
-	CPUSeconds float64         `json:"broker_cpu_seconds"` // during the measured run (catch-up: its read phase)
-	ClientCPU  float64         `json:"client_cpu_seconds"` // the load generator's (this process's), same span
-	PeakRSS    int64           `json:"broker_peak_rss_bytes"`
-	ZeroCopy   *ZeroCopyReport `json:"zero_copy,omitempty"`
-	Err        string          `json:"error,omitempty"`
+	Workload   string                `json:"workload"`
+	Broker     BrokerKind            `json:"broker"`
+	Round      int                   `json:"round"`
+	Result     *bench.Result         `json:"result,omitempty"`
+	CPUSeconds float64               `json:"broker_cpu_seconds"` // during the measured run (catch-up: its read phase)
+	ClientCPU  float64               `json:"client_cpu_seconds"` // the load generator's (this process's), same span
+	PeakRSS    int64                 `json:"broker_peak_rss_bytes"`
+	ZeroCopy   *bench.ZeroCopyReport `json:"zero_copy,omitempty"`
+	Err        string                `json:"error,omitempty"`
 }
 
 // Report is a whole comparison.
 type Report struct {
-	Options   CompareOptions `json:"options"`
-	Started   time.Time      `json:"started"`
-	Finished  time.Time      `json:"finished"`
-	Machine   MachineInfo    `json:"machine"`
-	Limits    *Limits        `json:"limits,omitempty"`
-	Workloads []Workload     `json:"workloads"`
-	Runs      []RunRecord    `json:"runs"`
-	Notes     []string       `json:"notes,omitempty"`
+	Options   Options       `json:"options"`
+	Started   time.Time     `json:"started"`
+	Finished  time.Time     `json:"finished"`
+	Machine   MachineInfo   `json:"machine"`
+	Limits    *bench.Limits `json:"limits,omitempty"`
+	Workloads []Workload    `json:"workloads"`
+	Runs      []RunRecord   `json:"runs"`
+	Notes     []string      `json:"notes,omitempty"`
 }
 
 // Workloads returns the suite's workloads for the options.
-func Workloads(o CompareOptions) []Workload {
-	base := DefaultConfig()
+func Workloads(o Options) []Workload {
+	base := bench.DefaultConfig()
 	base.Duration = o.Duration
 	base.Progress = 0
 	if o.Verbose {
 		base.Progress = 2 * time.Second
 	}
-	with := func(f func(*Config)) Config {
+	with := func(f func(*bench.Config)) bench.Config {
 		c := base
 		f(&c)
 		return c
@@ -112,7 +114,7 @@ func Workloads(o CompareOptions) []Workload {
 				ws = append(ws, Workload{
 					Name:  fmt.Sprintf("produce-%dp-acks%s", parts, acks),
 					Title: fmt.Sprintf("Max-throughput produce, %d partition%s, acks=%s", parts, plural(parts), acks),
-					Config: with(func(c *Config) {
+					Config: with(func(c *bench.Config) {
 						c.Partitions, c.Consumers, c.Acks = parts, 0, acks
 					}),
 					Brokers: all, Metrics: produceMetrics,
@@ -123,8 +125,8 @@ func Workloads(o CompareOptions) []Workload {
 			Workload{
 				Name:  "catch-up",
 				Title: "Catch-up consume of page-cached data, franz-go consumer, 4 partitions",
-				Config: with(func(c *Config) {
-					c.Mode, c.Partitions, c.Records, c.Acks = ModeCatchUp, 4, o.CatchUpRecords, "1"
+				Config: with(func(c *bench.Config) {
+					c.Mode, c.Partitions, c.Records, c.Acks = bench.ModeCatchUp, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
 				Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
@@ -132,8 +134,8 @@ func Workloads(o CompareOptions) []Workload {
 			Workload{
 				Name:  "raw-fetch",
 				Title: "Catch-up consume, raw fetch loop (records not decoded), 4 partitions",
-				Config: with(func(c *Config) {
-					c.Mode, c.Partitions, c.Records, c.Acks = ModeRawFetch, 4, o.CatchUpRecords, "1"
+				Config: with(func(c *bench.Config) {
+					c.Mode, c.Partitions, c.Records, c.Acks = bench.ModeRawFetch, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
 				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s"},
@@ -141,7 +143,7 @@ func Workloads(o CompareOptions) []Workload {
 			Workload{
 				Name:  "latency-20MBps",
 				Title: "Fixed rate 20,000 records/s (~20 MB/s), 1 producer, 1 consumer, 4 partitions, acks=all",
-				Config: with(func(c *Config) {
+				Config: with(func(c *bench.Config) {
 					c.Partitions, c.Rate = 4, 20000
 				}),
 				Brokers: all,
@@ -150,7 +152,7 @@ func Workloads(o CompareOptions) []Workload {
 			Workload{
 				Name:  "many-producers",
 				Title: "100 producer clients at 50 records/s each, 1 consumer, 4 partitions, acks=all",
-				Config: with(func(c *Config) {
+				Config: with(func(c *bench.Config) {
 					c.Partitions, c.Producers, c.Rate = 4, 100, 5000
 				}),
 				Brokers: all,
@@ -162,21 +164,21 @@ func Workloads(o CompareOptions) []Workload {
 			{
 				Name:    "i3-produce",
 				Title:   "One franz-go producer, max rate, 4 partitions, acks=all",
-				Config:  with(func(c *Config) { c.Partitions, c.Consumers = 4, 0 }),
+				Config:  with(func(c *bench.Config) { c.Partitions, c.Consumers = 4, 0 }),
 				Brokers: all, Metrics: []string{"produce_mbps", "produce_rps", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
 			},
 			{
 				Name:  "i3-consume",
 				Title: "One franz-go consumer reading back 4 partitions",
-				Config: with(func(c *Config) {
-					c.Mode, c.Partitions, c.Records = ModeCatchUp, 4, o.CatchUpRecords
+				Config: with(func(c *bench.Config) {
+					c.Mode, c.Partitions, c.Records = bench.ModeCatchUp, 4, o.CatchUpRecords
 				}),
 				Brokers: all, ZeroCopy: true, Metrics: []string{"consume_mbps", "consume_rps", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s"},
 			},
 			{
 				Name:    "i3-latency",
 				Title:   "One producer and one consumer at 2,000 records/s, 4 partitions, acks=all",
-				Config:  with(func(c *Config) { c.Partitions, c.Rate = 4, 2000 }),
+				Config:  with(func(c *bench.Config) { c.Partitions, c.Rate = 4, 2000 }),
 				Brokers: all, Metrics: []string{"ack_p50", "ack_p99", "e2e_p50", "e2e_p99", "cpu_s", "rss_mb"},
 			},
 		}
@@ -202,14 +204,12 @@ func plural(n int) string {
 	return "s"
 }
 
-// CompareMain is `sluice bench compare` and `sluice bench compare-kfake`.
-func CompareMain(ctx context.Context, args []string, suite Suite) error {
-	name := "compare"
-	if suite == SuiteKfake {
-		name = "compare-kfake"
-	}
-	fs := flag.NewFlagSet("bench "+name, flag.ContinueOnError)
-	o := CompareOptions{Suite: suite}
+// Main is `benchcompare kafka` and `benchcompare kfake`: runs suite and
+// writes what the flags ask for.
+func Main(ctx context.Context, args []string, suite Suite) error {
+	name := string(suite)
+	fs := flag.NewFlagSet("benchcompare "+name, flag.ContinueOnError)
+	o := Options{Suite: suite}
 	brokers := "kafka,sluice,kfake"
 	if suite == SuiteKfake {
 		brokers = "sluice,kfake"
@@ -232,7 +232,7 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 	fs.BoolVar(&o.Limits, "limits", true, "measure the machine's loopback sendfile and sequential write limits")
 	fs.StringVar(&o.KafkaLibs, "kafka-libs", filepath.Join(home, ".cache", "sluice-bench", "kafka-"+KafkaVersion, "libs"), "directory of Apache Kafka's jars (bench/kafka.sh fills it)")
 	fs.StringVar(&o.Java, "java", "java", "java binary for Kafka")
-	fs.StringVar(&o.SluiceBin, "sluice-bin", "", "sluice binary to run brokers with (default: this one)")
+	fs.StringVar(&o.SluiceBin, "sluice-bin", "", "sluice binary to run Sluice with (default: sluice beside this binary, else on $PATH)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where broker data dirs and logs go (default: a new temp dir)")
 	fs.StringVar(&o.Markdown, "markdown", "", "update this BENCHMARKS.md's generated section")
 	fs.StringVar(&o.ChartDir, "charts", "", "write SVG charts into this directory")
@@ -244,7 +244,7 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 		}
 		return err
 	}
-	o.Command = "sluice bench " + name + " " + strings.Join(args, " ")
+	o.Command = "benchcompare " + name + " " + strings.Join(args, " ")
 	if o.Quick {
 		if !flagSet(fs, "rounds") {
 			o.Rounds = 1
@@ -259,11 +259,11 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 			o.CatchUpRecords = 200_000
 		}
 	}
-	for _, b := range splitList(brokers) {
+	for _, b := range bench.SplitList(brokers) {
 		o.Brokers = append(o.Brokers, BrokerKind(b))
 	}
-	o.Only = splitList(*only)
-	rep, err := Compare(ctx, o, os.Stderr)
+	o.Only = bench.SplitList(*only)
+	rep, err := Run(ctx, o, os.Stderr)
 	if rep == nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func CompareMain(ctx context.Context, args []string, suite Suite) error {
 	}
 	rep.WriteSummary(os.Stdout)
 	if o.JSON != "" {
-		if jerr := WriteJSONFile(o.JSON, rep); jerr != nil {
+		if jerr := bench.WriteJSONFile(o.JSON, rep); jerr != nil {
 			return jerr
 		}
 	}
@@ -299,18 +299,21 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // Compare runs every workload against every broker, alternating brokers,
 // for o.Rounds rounds. Progress goes to log.
-func Compare(ctx context.Context, o CompareOptions, log io.Writer) (*Report, error) {
+func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 	if o.Rounds < 1 {
 		return nil, errors.New("--rounds must be at least 1")
 	}
 	rep := &Report{Options: o, Started: time.Now(), Machine: DescribeMachine(o.Java)}
-	env := brokerEnv{self: o.SluiceBin, java: o.Java, kafkaLibs: o.KafkaLibs, workDir: o.WorkDir}
-	if env.self == "" {
-		self, err := os.Executable()
-		if err != nil {
+	env := brokerEnv{sluice: o.SluiceBin, java: o.Java, kafkaLibs: o.KafkaLibs, workDir: o.WorkDir}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	env.self = self
+	if env.sluice == "" {
+		if env.sluice, err = findSluice(self); err != nil && containsKind(o.Brokers, Sluice) {
 			return nil, err
 		}
-		env.self = self
 	}
 	if env.workDir == "" {
 		d, err := os.MkdirTemp("", "sluice-bench-")
@@ -367,7 +370,7 @@ func Compare(ctx context.Context, o CompareOptions, log io.Writer) (*Report, err
 		if o.Quick {
 			size, d = 256<<20, 2*time.Second
 		}
-		l, err := MeasureLimits(env.workDir, size, d)
+		l, err := bench.MeasureLimits(env.workDir, size, d)
 		if err != nil {
 			rep.Notes = append(rep.Notes, "machine limits not measured: "+err.Error())
 			return
@@ -413,7 +416,7 @@ func containsKind(ks []BrokerKind, k BrokerKind) bool {
 	return false
 }
 
-func checkKafka(o CompareOptions) error {
+func checkKafka(o Options) error {
 	if _, err := exec.LookPath(o.Java); err != nil {
 		return fmt.Errorf("no java: %w", err)
 	}
@@ -425,7 +428,7 @@ func checkKafka(o CompareOptions) error {
 }
 
 // runOne starts a fresh broker, warms it up, runs w and stops it.
-func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, kind BrokerKind, round int, log io.Writer) RunRecord {
+func runOne(ctx context.Context, env *brokerEnv, o Options, w Workload, kind BrokerKind, round int, log io.Writer) RunRecord {
 	rec := RunRecord{Workload: w.Name, Broker: kind, Round: round}
 	b, err := env.startBroker(ctx, kind, fmt.Sprintf("%s-r%d", w.Name, round))
 	if err != nil {
@@ -434,10 +437,10 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 	}
 	defer b.stop()
 	if o.Warmup > 0 {
-		wc := DefaultConfig()
+		wc := bench.DefaultConfig()
 		wc.Brokers, wc.Topic, wc.Consumers, wc.Acks = []string{b.addr}, "warmup", 0, "1"
 		wc.Duration, wc.Progress = o.Warmup, 0
-		if _, err := Run(ctx, wc, nil); err != nil {
+		if _, err := bench.Run(ctx, wc, nil); err != nil {
 			rec.Err = "warm-up: " + err.Error()
 			return rec
 		}
@@ -448,9 +451,9 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 		return rec
 	}
 	selfBefore, _ := ReadProcStats(os.Getpid())
-	var probe *ZeroCopyProbe
+	var probe *bench.ZeroCopyProbe
 	if o.ZeroCopy && w.ZeroCopy {
-		if probe, err = StartZeroCopyProbe(b.addr, b.pid()); err != nil {
+		if probe, err = bench.StartZeroCopyProbe(b.addr, b.pid()); err != nil {
 			fmt.Fprintln(log, "bench: zcprobe:", err)
 			probe = nil
 		} else {
@@ -460,7 +463,7 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 	cfg := w.Config
 	cfg.Brokers = []string{b.addr}
 	cfg.Topic = "bench-" + w.Name
-	hooks := Hooks{BeforeRead: func() {
+	hooks := bench.Hooks{BeforeRead: func() {
 		// A catch-up run's cost is its read phase's: start counting anew.
 		if st, err := ReadProcStats(b.pid()); err == nil {
 			before = st
@@ -470,7 +473,7 @@ func runOne(ctx context.Context, env *brokerEnv, o CompareOptions, w Workload, k
 			probe.Reset()
 		}
 	}}
-	res, err := RunWith(ctx, cfg, log, hooks)
+	res, err := bench.RunWith(ctx, cfg, log, hooks)
 	rec.Result = res
 	if err != nil {
 		rec.Err = err.Error()
@@ -513,11 +516,11 @@ type metricDef struct {
 	short  string // for logs
 	unit   string
 	higher bool // higher is better
-	get    func(r *RunRecord, l *Limits) (float64, bool)
+	get    func(r *RunRecord, l *bench.Limits) (float64, bool)
 }
 
-func latencyMetric(label, short string, pick func(*Result) LatencySummary, pct string) metricDef {
-	return metricDef{label: label, short: short, unit: "ms", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+func latencyMetric(label, short string, pick func(*bench.Result) bench.LatencySummary, pct string) metricDef {
+	return metricDef{label: label, short: short, unit: "ms", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		if r.Result == nil {
 			return 0, false
 		}
@@ -529,27 +532,27 @@ func latencyMetric(label, short string, pick func(*Result) LatencySummary, pct s
 	}}
 }
 
-func ack(r *Result) LatencySummary { return r.ProduceLatency }
-func e2e(r *Result) LatencySummary { return r.EndToEnd }
+func ack(r *bench.Result) bench.LatencySummary { return r.ProduceLatency }
+func e2e(r *bench.Result) bench.LatencySummary { return r.EndToEnd }
 
 var metricDefs = map[string]metricDef{
-	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
-		return resultValue(r, func(res *Result) float64 { return res.Produce.MBPerSec })
+	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		return resultValue(r, func(res *bench.Result) float64 { return res.Produce.MBPerSec })
 	}},
-	"produce_rps": {label: "produce records/s", short: "rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
-		return resultValue(r, func(res *Result) float64 { return res.Produce.RecordsPerSec })
+	"produce_rps": {label: "produce records/s", short: "rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		return resultValue(r, func(res *bench.Result) float64 { return res.Produce.RecordsPerSec })
 	}},
-	"consume_mbps": {label: "consume MB/s", short: "consume MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
-		return resultValue(r, func(res *Result) float64 { return res.Consume.MBPerSec })
+	"consume_mbps": {label: "consume MB/s", short: "consume MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.MBPerSec })
 	}},
-	"consume_rps": {label: "consume records/s", short: "consume rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
-		return resultValue(r, func(res *Result) float64 { return res.Consume.RecordsPerSec })
+	"consume_rps": {label: "consume records/s", short: "consume rec/s", unit: "records/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.RecordsPerSec })
 	}},
-	"sendfile_fraction": {label: "fraction of loopback sendfile", short: "of sendfile", unit: "", higher: true, get: func(r *RunRecord, l *Limits) (float64, bool) {
+	"sendfile_fraction": {label: "fraction of loopback sendfile", short: "of sendfile", unit: "", higher: true, get: func(r *RunRecord, l *bench.Limits) (float64, bool) {
 		if l == nil || l.SendfileMBps == 0 {
 			return 0, false
 		}
-		return resultValue(r, func(res *Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
+		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
 	}},
 	"ack_p50":  latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
 	"ack_p99":  latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
@@ -557,17 +560,17 @@ var metricDefs = map[string]metricDef{
 	"e2e_p50":  latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
 	"e2e_p99":  latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
 	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
-	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
 	}},
-	"cpu_per_gb": {label: "broker CPU s per GB moved", short: "cpu s/GB", unit: "s/GB", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+	"cpu_per_gb": {label: "broker CPU s per GB moved", short: "cpu s/GB", unit: "s/GB", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		if r.Result == nil || r.CPUSeconds <= 0 {
 			return 0, false
 		}
 		// Bytes the broker took in and gave out over the span CPUSeconds
 		// covers (catch-up runs: the read phase).
 		b := r.Result.Produce.Bytes + r.Result.Consume.Bytes
-		if r.Result.Config.Mode != ModeProduceConsume {
+		if r.Result.Config.Mode != bench.ModeProduceConsume {
 			b = r.Result.Consume.Bytes
 		}
 		gb := float64(b) / 1e9
@@ -576,13 +579,13 @@ var metricDefs = map[string]metricDef{
 		}
 		return r.CPUSeconds / gb, true
 	}},
-	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
 	}},
-	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *Limits) (float64, bool) {
+	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return float64(r.PeakRSS) / 1e6, r.PeakRSS > 0
 	}},
-	"zc_fraction": {label: "zero-copy fraction", short: "zero-copy", unit: "", higher: true, get: func(r *RunRecord, _ *Limits) (float64, bool) {
+	"zc_fraction": {label: "zero-copy fraction", short: "zero-copy", unit: "", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		if r.ZeroCopy == nil || r.ZeroCopy.ZeroCopyBytes+r.ZeroCopy.CopiedBytes == 0 {
 			return 0, false
 		}
@@ -590,7 +593,7 @@ var metricDefs = map[string]metricDef{
 	}},
 }
 
-func resultValue(r *RunRecord, f func(*Result) float64) (float64, bool) {
+func resultValue(r *RunRecord, f func(*bench.Result) float64) (float64, bool) {
 	if r.Result == nil || r.Err != "" {
 		return 0, false
 	}
@@ -630,11 +633,11 @@ func median(vs []float64) float64 {
 	}
 }
 
-// ReportMain is `sluice bench report`: re-renders BENCHMARKS.md's section
+// ReportMain is `benchcompare report`: re-renders BENCHMARKS.md's section
 // and the charts from a saved --json report, without running anything.
 func ReportMain(args []string) error {
-	fs := flag.NewFlagSet("bench report", flag.ContinueOnError)
-	in := fs.String("json", "", "report written by compare --json")
+	fs := flag.NewFlagSet("benchcompare report", flag.ContinueOnError)
+	in := fs.String("json", "", "report written by benchcompare kafka|kfake --json")
 	md := fs.String("markdown", "", "update this BENCHMARKS.md's generated section")
 	charts := fs.String("charts", "", "write SVG charts into this directory")
 	if err := fs.Parse(args); err != nil {
@@ -706,4 +709,18 @@ func loadReport(path string) (*Report, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &rep, nil
+}
+
+// findSluice is the sluice binary beside self (make builds both into bin/),
+// else the one on $PATH.
+func findSluice(self string) (string, error) {
+	beside := filepath.Join(filepath.Dir(self), "sluice")
+	if _, err := os.Stat(beside); err == nil {
+		return beside, nil
+	}
+	p, err := exec.LookPath("sluice")
+	if err != nil {
+		return "", fmt.Errorf("no sluice binary beside %s or on $PATH: give --sluice-bin", self)
+	}
+	return p, nil
 }
