@@ -77,19 +77,6 @@ func decodeBatch(b []byte) ([]offsetsRecord, error) {
 	return out, nil
 }
 
-// records is every record in the log, in order.
-func (l *memLog) records(t *testing.T) []offsetsRecord {
-	t.Helper()
-	var out []offsetsRecord
-	if err := l.Replay(func(k, v []byte) error {
-		out = append(out, offsetsRecord{k, v})
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type harness struct {
