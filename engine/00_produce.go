@@ -24,11 +24,15 @@ package engine
 // map through ErrorCode. An idempotent retry of a batch already in the log
 // answers with the original offsets and no error.
 //
-// acks: 0, 1 and -1 are valid (INVALID_REQUIRED_ACKS otherwise). With one
-// replica, -1 is satisfied once the batch is appended; the high watermark
-// still moves through advanceHighWatermark as if an ISR were consulted.
-// acks=0 gets no response, and as in Kafka a failed acks=0 request closes
-// the connection so the producer notices and refreshes its metadata.
+// acks: 0, 1 and -1 are valid (INVALID_REQUIRED_ACKS otherwise). 0 and 1
+// are answered once the batches are in the local log; -1 (all) once each
+// partition's high watermark passes its batch (produce_wait.go), or with
+// REQUEST_TIMED_OUT for those it has not passed after TimeoutMillis. With
+// one replica the watermark moves as the batch is appended, so -1 is
+// answered at once too. acks=0 gets no response, and as in Kafka a failed
+// acks=0 request closes the connection so the producer notices and
+// refreshes its metadata. A partition this broker does not lead answers
+// NOT_LEADER_OR_FOLLOWER (the Partition refuses the append).
 //
 // Transactions are not served (see 22_init_producer_id.go): a request with
 // transactional batches gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
@@ -42,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -51,6 +56,8 @@ func init() { register(kmsg.Produce, 0, 12, (*Broker).handleProduce) }
 // common path (no recompression, no errors) allocates nothing of its own.
 type produceScratch struct {
 	resp    kmsg.ProduceResponse
+	acks    int16
+	pending *producePending       // nil unless an acks=all answer waits for high watermarks
 	entries []storage.AppendEntry // one entry: Kafka allows one batch per partition
 	batch   []byte                // a re-encoded batch
 	raw     []byte                // decompressed records
@@ -65,6 +72,7 @@ const maxPooledScratch = 4 << 20
 
 func (s *produceScratch) release() {
 	s.entries[0] = storage.AppendEntry{}
+	s.pending = nil
 	if cap(s.batch) > maxPooledScratch {
 		s.batch = nil
 	}
@@ -77,7 +85,7 @@ func (s *produceScratch) release() {
 func (b *Broker) handleProduce(r *Request) {
 	req := r.Msg.(*kmsg.ProduceRequest)
 	s := produceScratches.Get().(*produceScratch)
-	defer s.release()
+	s.acks = req.Acks
 	resp := s.shapeResponse(req)
 	reqErr := produceRequestError(r.Version, req)
 	now := time.Now().UnixMilli()
@@ -99,6 +107,9 @@ func (b *Broker) handleProduce(r *Request) {
 		}
 	}
 	switch {
+	case s.pending != nil:
+		s.pending.appended(req.TimeoutMillis) // s belongs to the pending answer now
+		return
 	case req.Acks != 0:
 		r.Respond(resp)
 	case failed:
@@ -106,6 +117,7 @@ func (b *Broker) handleProduce(r *Request) {
 	default:
 		r.NoResponse()
 	}
+	s.release()
 }
 
 // produceRequestError is an error that fails every partition of req.
@@ -121,10 +133,12 @@ func produceRequestError(version int16, req *kmsg.ProduceRequest) *kerr.Error {
 	return nil
 }
 
+// hasTransactionalBatch reads only the attributes of each batch: the header
+// is parsed once, by checkProduceBatch, when the partition's turn comes.
 func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 	for i := range req.Topics {
 		for _, p := range req.Topics[i].Partitions {
-			if h, err := storage.ParseBatchHeader(p.Records); err == nil && h.Attributes&attrTransactional != 0 {
+			if len(p.Records) >= record.HeaderLen && record.Attributes(p.Records)&record.AttrTransactional != 0 {
 				return true
 			}
 		}
@@ -174,19 +188,18 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 		return
 	}
 	e := &s.entries[0]
-	*e = storage.AppendEntry{Records: records}
-	_ = p.Log.Append(s.entries, storage.AppendOptions{LeaderEpoch: p.LeaderEpoch.Load(), NowMs: now})
+	*e = storage.AppendEntry{Records: records, Header: h, HasHeader: true}
+	_ = p.append(s.entries, s.acks, now)
 	if e.Err != nil {
 		produceFailed(r, out, e.Err)
 		return
 	}
 	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = e.Result.FirstOffset, e.Result.LogAppendTime, e.Result.LogStartOffset
-	if e.Result.Duplicate {
-		return
+	if !e.Result.Duplicate {
+		b.metrics.produced(t.Name, len(records), int(h.NumRecords))
 	}
-	b.metrics.produced(t.Name, len(records), int(h.NumRecords))
-	if b.advanceHighWatermark(p) > 0 {
-		b.waiters.wake(p, int64(len(records)))
+	if s.acks == -1 {
+		s.awaitCommit(r, p, out, e.Result.LastOffset+1)
 	}
 }
 
@@ -225,8 +238,9 @@ func produceFailed(r *Request, out *kmsg.ProduceResponseTopicPartition, err erro
 }
 
 // prepare checks one partition's record set before it reaches storage and
-// applies the topic's compression.type. It returns the bytes to append.
-func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byte, storage.BatchHeader, error) {
+// applies the topic's compression.type. It returns the bytes to append and
+// their header, parsed once here and handed on to storage.
+func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byte, record.Header, error) {
 	h, err := checkProduceBatch(version, t, records)
 	if err != nil {
 		return nil, h, err
@@ -237,11 +251,11 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 	if !convert && !settings.Log.Compact {
 		return records, h, nil
 	}
-	raw, err := batchRecords(s.raw, records, h)
+	raw, err := record.Records(s.raw, records, h, record.DefaultDecompressLimit)
 	if err != nil {
 		return nil, h, produceErr(kerr.CorruptMessage, "cannot decompress record batch: %v", err)
 	}
-	if h.Compression() != codecNone {
+	if h.Compression() != record.None {
 		s.raw = raw
 	}
 	if settings.Log.Compact {
@@ -252,7 +266,7 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 	if !convert {
 		return records, h, nil
 	}
-	if s.batch, err = rebuildBatch(s.batch[:0], records, raw, codec); err != nil {
+	if s.batch, err = record.Rebuild(s.batch[:0], &h, raw, codec); err != nil {
 		return nil, h, produceErr(kerr.UnknownServerError, "cannot compress record batch: %v", err)
 	}
 	return s.batch, h, nil
@@ -260,8 +274,8 @@ func (s *produceScratch) prepare(version int16, t *Topic, records []byte) ([]byt
 
 // checkProduceBatch applies the checks Kafka makes before the log sees a
 // record set.
-func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHeader, error) {
-	h, err := storage.ParseBatchHeader(records)
+func checkProduceBatch(version int16, t *Topic, records []byte) (record.Header, error) {
+	h, err := record.ParseHeader(records)
 	switch {
 	case len(records) == 0:
 		return h, produceErr(kerr.InvalidRecord, "produce requests must carry one record batch per partition")
@@ -269,9 +283,9 @@ func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHe
 		return h, produceErr(kerr.CorruptMessage, "record batch truncated")
 	case h.Magic != 2:
 		return h, produceErr(kerr.InvalidRecord, "produce v%d accepts only record batches with magic 2, got %d", version, h.Magic)
-	case int64(h.Length)+batchLogOverhead < int64(len(records)):
+	case h.Size() < int64(len(records)):
 		return h, produceErr(kerr.InvalidRecord, "produce requests must carry exactly one record batch per partition")
-	case h.Compression() == codecZstd && version < 7:
+	case h.Compression() == record.Zstd && version < 7:
 		return h, produceErr(kerr.UnsupportedCompressionType, "zstd batches need produce v7 or later")
 	case t.Internal:
 		return h, produceErr(kerr.InvalidTopicException, "cannot append to internal topic %s", t.Name)
@@ -285,15 +299,13 @@ func checkProduceBatch(version int16, t *Topic, records []byte) (storage.BatchHe
 // each one, as Kafka does.
 func checkKeys(t *Topic, raw []byte) error {
 	var bad []int32
-	i := int32(0)
-	err := eachRecord(raw, func(rec recordInfo) bool {
-		if !rec.HasKey {
+	it := record.NewIter(raw)
+	for i := int32(0); it.Next(); i++ {
+		if it.Record().Key == nil {
 			bad = append(bad, i)
 		}
-		i++
-		return true
-	})
-	if err != nil {
+	}
+	if err := it.Err(); err != nil {
 		return produceErr(kerr.CorruptMessage, "%v", err)
 	}
 	if len(bad) == 0 {

@@ -25,11 +25,16 @@ package engine
 //     epoch (v12+ LastFetchedEpoch, KIP-595) when the client's last epoch
 //     ends before its fetch offset. Errored partitions carry -1 offsets.
 //   - Fetches from replicas (replica id >= 0) get NOT_LEADER_OR_FOLLOWER:
-//     single-node Sluice has no followers yet.
+//     single-node Sluice has no followers yet (Partition.acceptsFollower).
+//     A follower would read up to the log end offset (fetchLogEnd), a
+//     consumer up to the high watermark, or the last stable offset for
+//     read_committed. A partition not led here answers NOT_LEADER_OR_FOLLOWER.
 //   - Long poll: with fewer than min.bytes readable and no error, the fetch
 //     parks in the purgatory (fetch_purgatory.go) for up to max.wait.ms and
-//     is answered, re-read from the logs, by the produce that brings enough
-//     bytes, the timer, or broker shutdown.
+//     is answered, re-read from the logs, by the high watermark move that
+//     brings enough bytes (Partition.advanceHighWatermark, whoever
+//     appended: a produce or the group coordinator), the timer, or broker
+//     shutdown.
 //   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
 //
 // Left out: rack-aware preferred read replicas (-1 always), follower fetch
@@ -61,8 +66,8 @@ type fetch struct {
 	minBytes  int64
 	maxBytes  int64
 	wait      time.Duration
-	committed bool // isolation level read_committed
-	follower  bool // fetch from a replica
+	isolation fetchIsolation // how far the fetcher may read
+	replica   int32          // the fetching replica's broker id, -1 for consumers
 
 	errCode     int16         // top-level error (fetch sessions)
 	sessionID   int32         // session id to answer with
@@ -119,12 +124,11 @@ func (f *fetch) init(b *Broker, r *Request, req *kmsg.FetchRequest) {
 	f.minBytes = int64(req.MinBytes)
 	f.maxBytes = min(int64(req.MaxBytes), fetchMaxBytes)
 	f.wait = time.Duration(req.MaxWaitMillis) * time.Millisecond
-	f.committed = req.IsolationLevel == 1
-	replica := req.ReplicaID
+	f.replica = req.ReplicaID
 	if r.Version >= 15 {
-		replica = req.ReplicaState.ID
+		f.replica = req.ReplicaState.ID
 	}
-	f.follower = replica >= 0
+	f.isolation = isolationFor(f.replica >= 0, req.IsolationLevel)
 }
 
 // addRequested appends the partitions of req in request order (a
@@ -197,17 +201,16 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if p == nil {
 		return
 	}
-	l := p.Log
-	hw, logStart := l.HighWatermark(), l.LogStartOffset()
-	if fp.err = checkPosition(fp, l, logStart); fp.err != 0 {
+	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
+	if fp.err = checkPosition(fp, p); fp.err != 0 {
 		return
 	}
 	fp.hw, fp.logStart = hw, logStart
 	limit := min(int64(fp.maxBytes), *remaining)
-	if fp.divergingEpoch >= 0 || fp.fetchOffset >= hw || (limit <= 0 && !*first) {
+	if fp.divergingEpoch >= 0 || fp.fetchOffset >= fetchable || (limit <= 0 && !*first) {
 		return
 	}
-	reg, err := l.Read(fp.fetchOffset, int32(max(limit, 0)), false)
+	reg, err := p.read(fp.fetchOffset, int32(max(limit, 0)), f.isolation)
 	if err != nil {
 		fp.err, fp.hw, fp.logStart = ErrorCode(err), -1, -1
 		return
@@ -231,12 +234,12 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 		fp.err = kerr.UnknownTopicID.Code
 	case p == nil:
 		fp.err = kerr.UnknownTopicOrPartition.Code
-	case f.follower:
+	case f.replica >= 0 && !p.acceptsFollower(f.replica):
 		fp.err = kerr.NotLeaderForPartition.Code
 	default:
-		fp.err = checkLeaderEpoch(p, fp.currentLeaderEpoch)
+		fp.err = p.checkLeader(fp.currentLeaderEpoch)
 		if fp.err == kerr.FencedLeaderEpoch.Code && f.version >= 16 {
-			fp.leaderEpoch = p.LeaderEpoch.Load()
+			fp.leaderEpoch = p.LeaderEpoch()
 		}
 	}
 	if fp.err != 0 {
@@ -251,9 +254,9 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 // client diverged and must truncate to the end we report in fp. An epoch
 // the log cannot place, or an offset outside [log start, log end], is
 // OFFSET_OUT_OF_RANGE, as in Kafka.
-func checkPosition(fp *fetchPart, l *storage.Log, logStart int64) int16 {
+func checkPosition(fp *fetchPart, p *Partition) int16 {
 	if fp.lastFetchedEpoch >= 0 {
-		epoch, end := l.EndOffsetForEpoch(fp.lastFetchedEpoch)
+		epoch, end := p.endOffsetForEpoch(fp.lastFetchedEpoch)
 		if epoch < 0 || end < 0 {
 			return kerr.OffsetOutOfRange.Code
 		}
@@ -262,10 +265,7 @@ func checkPosition(fp *fetchPart, l *storage.Log, logStart int64) int16 {
 			return 0
 		}
 	}
-	if fp.fetchOffset < logStart || fp.fetchOffset > l.LogEndOffset() {
-		return kerr.OffsetOutOfRange.Code
-	}
-	return 0
+	return p.checkFetchOffset(fp.fetchOffset)
 }
 
 // park waits for more data. The logs' regions are not kept: the fetch is
@@ -290,7 +290,7 @@ func (f *fetch) park(readable int64) {
 	// for one now. f belongs to the waiter from here on: only parts and
 	// hws, which the answer does not touch, may be read.
 	for i, p := range parts {
-		if p.Log.HighWatermark() != hws[i] {
+		if p.HighWatermark() != hws[i] {
 			w.complete()
 			return
 		}

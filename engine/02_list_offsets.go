@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -83,33 +84,29 @@ func markDuplicates(resp *kmsg.ListOffsetsResponse, seen map[topicPartition]int)
 
 func (b *Broker) listOffset(version int16, req *kmsg.ListOffsetsRequest, t *Topic, rp *kmsg.ListOffsetsRequestTopicPartition, out *kmsg.ListOffsetsResponseTopicPartition) {
 	p, code := lookupPartition(t, rp.Partition)
-	if code == 0 && version >= 4 {
-		code = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
+	if code == 0 {
+		code = p.checkLeader(leaderEpochFrom(version, 4, rp.CurrentLeaderEpoch))
 	}
 	if code != 0 {
 		out.ErrorCode = code
 		return
 	}
-	l := p.Log
-	fetchable := l.HighWatermark() // the last stable offset too: no transactions
-	if req.ReplicaID != listConsumerReplica {
-		fetchable = l.LogEndOffset()
-	}
+	fetchable := p.fetchableOffset(isolationFor(req.ReplicaID != listConsumerReplica, req.IsolationLevel))
 	switch ts := rp.Timestamp; ts {
 	case listLatest:
-		out.Offset, out.LeaderEpoch = fetchable, p.LeaderEpoch.Load()
+		out.Offset, out.LeaderEpoch = fetchable, p.LeaderEpoch()
 	case listEarliest, listEarliestLocal:
-		out.Offset = l.LogStartOffset()
-		out.LeaderEpoch = epochForOffset(l, out.Offset)
+		out.Offset = p.LogStartOffset()
+		out.LeaderEpoch = p.epochForOffset(out.Offset)
 	case listLatestTiered:
 	case listMaxTimestamp:
-		off, _ := l.MaxTimestamp()
+		off, _ := p.maxTimestamp()
 		if off >= 0 {
-			b.maxTimestampRecord(l, off, out)
+			b.maxTimestampRecord(p, off, out)
 		}
 	default:
-		if off, _, ok := l.OffsetForTimestamp(ts); ok {
-			b.timestampRecord(l, off, ts, fetchable, out)
+		if off, _, ok := p.offsetForTimestamp(ts); ok {
+			b.timestampRecord(p, off, ts, fetchable, out)
 		}
 	}
 }
@@ -117,9 +114,9 @@ func (b *Broker) listOffset(version int16, req *kmsg.ListOffsetsRequest, t *Topi
 // timestampRecord answers with the first record at or after batchOffset
 // (the batch storage found) whose timestamp is >= ts, if it is below the
 // last fetchable offset.
-func (b *Broker) timestampRecord(l *storage.Log, batchOffset, ts, fetchable int64, out *kmsg.ListOffsetsResponseTopicPartition) {
-	from := max(batchOffset, l.LogStartOffset())
-	rec, err := findRecord(l, batchOffset, func(_ *storage.BatchHeader, off, recTs int64) bool { return off >= from && recTs >= ts })
+func (b *Broker) timestampRecord(p *Partition, batchOffset, ts, fetchable int64, out *kmsg.ListOffsetsResponseTopicPartition) {
+	from := max(batchOffset, p.LogStartOffset())
+	rec, err := findRecord(p, batchOffset, func(_ *record.Header, off, recTs int64) bool { return off >= from && recTs >= ts })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -131,8 +128,8 @@ func (b *Broker) timestampRecord(l *storage.Log, batchOffset, ts, fetchable int6
 
 // maxTimestampRecord answers with the first record carrying the largest
 // timestamp of the batch at batchOffset.
-func (b *Broker) maxTimestampRecord(l *storage.Log, batchOffset int64, out *kmsg.ListOffsetsResponseTopicPartition) {
-	rec, err := findRecord(l, batchOffset, func(h *storage.BatchHeader, _, recTs int64) bool { return recTs == h.MaxTimestamp })
+func (b *Broker) maxTimestampRecord(p *Partition, batchOffset int64, out *kmsg.ListOffsetsResponseTopicPartition) {
+	rec, err := findRecord(p, batchOffset, func(h *record.Header, _, recTs int64) bool { return recTs == h.MaxTimestamp })
 	if err != nil {
 		out.ErrorCode = ErrorCode(err)
 		return
@@ -155,51 +152,49 @@ const maxListedBatch = 64 << 20
 // findRecord reads the batch holding offset and returns its first record
 // for which match holds. Records of LogAppendTime batches all carry the
 // batch's timestamp.
-func findRecord(l *storage.Log, offset int64, match func(h *storage.BatchHeader, off, ts int64) bool) (foundRecord, error) {
-	batch, h, err := readOneBatch(l, offset)
+func findRecord(p *Partition, offset int64, match func(h *record.Header, off, ts int64) bool) (foundRecord, error) {
+	batch, h, err := readOneBatch(p, offset)
 	if err != nil || batch == nil {
 		return foundRecord{}, err
 	}
-	raw, err := batchRecords(nil, batch, h)
+	raw, err := record.Records(nil, batch, h, record.DefaultDecompressLimit)
 	if err != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	var res foundRecord
-	logAppendTime := h.Attributes&attrLogAppendTime != 0
-	err = eachRecord(raw, func(rec recordInfo) bool {
+	it := record.NewIter(raw)
+	for it.Next() {
+		rec := it.Record()
 		off, ts := h.BaseOffset+int64(rec.OffsetDelta), h.FirstTimestamp+rec.TimestampDelta
-		if logAppendTime {
+		if h.IsLogAppendTime() {
 			ts = h.MaxTimestamp
 		}
 		if match(&h, off, ts) {
-			res = foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}
-			return false
+			return foundRecord{offset: off, timestamp: ts, epoch: max(h.PartitionLeaderEpoch, -1), found: true}, nil
 		}
-		return true
-	})
-	if err != nil {
+	}
+	if it.Err() != nil {
 		return foundRecord{}, storage.ErrCorruptMessage
 	}
-	return res, nil
+	return foundRecord{}, nil
 }
 
 // readOneBatch reads the whole batch holding offset into memory (nil if
 // offset is at the end of what is readable).
-func readOneBatch(l *storage.Log, offset int64) ([]byte, storage.BatchHeader, error) {
-	var h storage.BatchHeader
-	reg, err := l.Read(offset, 1, true)
+func readOneBatch(p *Partition, offset int64) ([]byte, record.Header, error) {
+	var h record.Header
+	reg, err := p.read(offset, 1, fetchLogEnd)
 	if err != nil || reg.Len == 0 {
 		return nil, h, err
 	}
-	var head [storage.BatchHeaderLen]byte
+	var head [record.HeaderLen]byte
 	if _, err := reg.File.ReadAt(head[:], reg.Pos); err != nil {
 		return nil, h, err
 	}
-	if h, err = storage.ParseBatchHeader(head[:]); err != nil {
+	if h, err = record.ParseHeader(head[:]); err != nil {
 		return nil, h, err
 	}
-	size := int64(h.Length) + batchLogOverhead
-	if size < storage.BatchHeaderLen || size > reg.Len || size > maxListedBatch {
+	size := h.Size()
+	if size < record.HeaderLen || size > reg.Len || size > maxListedBatch {
 		return nil, h, storage.ErrCorruptMessage
 	}
 	batch := make([]byte, size)
@@ -209,24 +204,11 @@ func readOneBatch(l *storage.Log, offset int64) ([]byte, storage.BatchHeader, er
 	return batch, h, nil
 }
 
-// epochForOffset is the leader epoch that wrote offset: the smallest epoch
-// whose end offset lies past it, found by binary search over the epochs the
-// log knows (EndOffsetForEpoch is monotonic in the epoch asked). -1 when the
-// log has no epochs.
-func epochForOffset(l *storage.Log, offset int64) int32 {
-	latest := l.LatestEpoch()
-	if latest < 0 {
+// leaderEpochFrom is a request's CurrentLeaderEpoch, or -1 (no fencing)
+// for versions before since, which lack the field.
+func leaderEpochFrom(version, since int16, epoch int32) int32 {
+	if version < since {
 		return -1
 	}
-	lo, hi := int32(0), latest
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if _, end := l.EndOffsetForEpoch(mid); end > offset {
-			hi = mid
-		} else {
-			lo = mid + 1
-		}
-	}
-	found, _ := l.EndOffsetForEpoch(lo)
-	return found
+	return epoch
 }

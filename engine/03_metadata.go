@@ -32,6 +32,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metadata"
 )
 
 func init() { register(kmsg.Metadata, 0, 12, (*Broker).handleMetadata) }
@@ -72,7 +74,7 @@ func (b *Broker) handleMetadata(r *Request) {
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterAuthorizedOps
 	}
-	m := metadataBuilder{b: b, req: req, version: r.Version, replicas: []int32{b.cfg.NodeID}}
+	m := metadataBuilder{b: b, req: req, version: r.Version, replicas: []int32{b.cfg.NodeID}, img: b.image()}
 	switch {
 	case req.Topics == nil || r.Version == 0 && len(req.Topics) == 0:
 		for _, t := range b.Topics() {
@@ -119,6 +121,10 @@ type metadataBuilder struct {
 	req      *kmsg.MetadataRequest
 	version  int16
 	replicas []int32 // [this node], shared by every partition (read-only)
+	// img is the metadata image the response describes: replicas, ISR and
+	// leader come from it. (A topic auto-created by this request is not
+	// in it; its partitions are this node's alone.)
+	img metadata.Image
 }
 
 // requested answers the topics named (or identified) in the request, each
@@ -186,8 +192,9 @@ func unknownTopic(name string) error {
 	return topicErr(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
 }
 
-// topic describes an existing topic: every partition led by this node with
-// this node as its only replica and in-sync replica.
+// topic describes an existing topic: its partitions' replicas, ISR and
+// leader as the image places them (on a single node: this node alone), and
+// the leader epoch of the partition here.
 func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
 	st := kmsg.NewMetadataResponseTopic()
 	st.Topic = &t.Name
@@ -197,15 +204,20 @@ func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
 		st.AuthorizedOperations = topicAuthorizedOps
 	}
 	parts := t.Partitions()
+	ti := m.img.TopicByID(t.ID)
 	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(parts))
 	for i, p := range parts {
 		sp := &st.Partitions[i]
 		sp.Partition = p.Index
 		sp.Leader = m.b.cfg.NodeID
-		sp.LeaderEpoch = p.LeaderEpoch.Load()
+		sp.LeaderEpoch = p.LeaderEpoch()
 		sp.Replicas = m.replicas
 		sp.ISR = m.replicas
 		sp.OfflineReplicas = []int32{}
+		if ti != nil && i < len(ti.Partitions) {
+			pi := &ti.Partitions[i]
+			sp.Leader, sp.Replicas, sp.ISR = pi.Leader, pi.Replicas, pi.ISR
+		}
 	}
 	return st
 }

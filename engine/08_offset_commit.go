@@ -20,7 +20,8 @@ package engine
 // OFFSET_METADATA_TOO_LARGE past 4096 bytes of metadata
 // (offset.metadata.max.bytes). The response is sent only after the
 // offsets are appended to __consumer_offsets; a failed append answers
-// NOT_COORDINATOR (or INVALID_COMMIT_OFFSET_SIZE for a batch too large).
+// NOT_COORDINATOR (or INVALID_COMMIT_OFFSET_SIZE for a batch too large),
+// as does a group whose __consumer_offsets partition is not loaded here.
 //
 // v2-4 RetentionTimeMillis other than -1 sets an explicit expiry for the
 // offsets; v5+ rely on offsets.retention.minutes. v6+ leader epochs are
@@ -30,104 +31,62 @@ package engine
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
 )
 
 func init() { register(kmsg.OffsetCommit, 2, 9, (*Broker).handleOffsetCommit) }
 
 func (b *Broker) handleOffsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
+	c := commitRequest(r, req)
+	// Unknown topics fail first, whatever the group says (as Kafka's
+	// request layer filters them before the coordinator).
+	for i := range c.Offsets {
+		if b.Topic(c.Offsets[i].Topic) == nil {
+			c.Offsets[i].ErrorCode = kerr.UnknownTopicOrPartition.Code
+		}
+	}
+	b.groups.Commit(c)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	k := 0
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
 		for j, p := range t.Partitions {
-			rt.Partitions[j].Partition = p.Partition
+			rt.Partitions[j] = kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: c.Offsets[k].ErrorCode}
+			k++
 		}
 	}
-	b.groups.commit(r, req, resp)
 	r.Respond(resp)
 }
 
-func (c *groupCoordinator) commit(r *Request, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
-	// Unknown topics fail first, whatever the group says (as Kafka's
-	// request layer filters them before the coordinator).
-	for i, t := range req.Topics {
-		if c.b.Topic(t.Topic) == nil {
-			setCommitErrors(resp.Topics[i:i+1], kerr.UnknownTopicOrPartition.Code)
-		}
+// commitRequest translates an OffsetCommit, one offset per partition in
+// request order.
+func commitRequest(r *Request, req *kmsg.OffsetCommitRequest) *group.CommitRequest {
+	c := &group.CommitRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID,
+		Now: r.Received, RetentionMs: -1, GroupIDNotFound: r.Version >= 9,
 	}
-	g := c.lockGroup(req.Group, false)
-	if g == nil {
-		if req.Generation >= 0 {
-			code := kerr.IllegalGeneration.Code
-			if r.Version >= 9 {
-				code = kerr.GroupIDNotFound.Code
-			}
-			setCommitErrors(resp.Topics, code)
-			return
-		}
-		if g = c.lockGroup(req.Group, true); g == nil {
-			setCommitErrors(resp.Topics, kerr.CoordinatorNotAvailable.Code)
-			return
-		}
-	}
-	defer g.unlock()
-	instanceID := ""
 	if req.InstanceID != nil {
-		instanceID = *req.InstanceID
+		c.InstanceID = *req.InstanceID
 	}
-	if code := g.checkCommit(req.Generation, req.MemberID, instanceID); code != 0 {
-		setCommitErrors(resp.Topics, code)
-		g.dropIfUnused()
-		return
+	if r.Version <= 4 {
+		c.RetentionMs = req.RetentionTimeMillis
 	}
-	if m := g.members[req.MemberID]; m != nil {
-		g.touch(m, m.session) // a commit proves the member is alive
-	}
-	g.commitOffsets(stageCommit(r, req, resp))
-	g.dropIfUnused()
-}
-
-// stageCommit validates each partition and builds its offset.
-func stageCommit(r *Request, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) []stagedOffset {
-	now := r.Received.UnixMilli()
-	expireMs := int64(-1)
-	if r.Version <= 4 && req.RetentionTimeMillis != -1 {
-		expireMs = now + req.RetentionTimeMillis
-	}
-	var staged []stagedOffset
-	for i, t := range req.Topics {
-		for j, p := range t.Partitions {
-			out := &resp.Topics[i].Partitions[j]
-			if out.ErrorCode != 0 {
-				continue
-			}
-			o := &committedOffset{offset: p.Offset, leaderEpoch: -1, commitMs: now, expireMs: expireMs}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			o := group.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
 			if p.Metadata != nil {
-				o.metadata = *p.Metadata
-			}
-			if len(o.metadata) > maxOffsetMetadata {
-				out.ErrorCode = kerr.OffsetMetadataTooLarge.Code
-				continue
+				o.Metadata = *p.Metadata
 			}
 			if r.Version >= 6 {
-				o.leaderEpoch = p.LeaderEpoch
+				o.LeaderEpoch = p.LeaderEpoch
 			}
-			staged = append(staged, stagedOffset{tp: offsetTP{t.Topic, p.Partition}, o: o, code: &out.ErrorCode})
+			c.Offsets = append(c.Offsets, o)
 		}
 	}
-	return staged
-}
-
-// setCommitErrors sets code on every partition not already failed.
-func setCommitErrors(topics []kmsg.OffsetCommitResponseTopic, code int16) {
-	for i := range topics {
-		for j := range topics[i].Partitions {
-			if p := &topics[i].Partitions[j]; p.ErrorCode == 0 {
-				p.ErrorCode = code
-			}
-		}
-	}
+	return c
 }

@@ -9,12 +9,17 @@ package engine
 // its own error. RequireStable (v7+) needs no waiting: Sluice has no
 // transactional offset commits, so no offset is ever unstable. v9's member
 // id and epoch belong to KIP-848 groups and are ignored for classic groups
-// (as Kafka does). There is no group-level error: groups are loaded before
-// the listener opens (never COORDINATOR_LOAD_IN_PROGRESS) and this broker
-// coordinates every group. v0 (offsets in ZooKeeper) and v10 (topic ids)
-// are not served, like Kafka 4.0.
+// (as Kafka does). The only group-level error is NOT_COORDINATOR, for a
+// group whose __consumer_offsets partition is not loaded here (never in a
+// single node, which loads every partition before the listener opens, so
+// never COORDINATOR_LOAD_IN_PROGRESS either). v0 (offsets in ZooKeeper)
+// and v10 (topic ids) are not served, like Kafka 4.0.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
+)
 
 func init() { register(kmsg.OffsetFetch, 1, 9, (*Broker).handleOffsetFetch) }
 
@@ -23,30 +28,35 @@ func (b *Broker) handleOffsetFetch(r *Request) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if r.Version >= 8 {
 		for _, rg := range req.Groups {
-			var topics []fetchedTopic
+			var topics []group.FetchedTopic
 			if rg.Topics != nil {
-				topics = make([]fetchedTopic, 0, len(rg.Topics))
+				topics = make([]group.FetchedTopic, 0, len(rg.Topics))
 				for _, t := range rg.Topics {
 					topics = append(topics, requestedTopic(t.Topic, t.Partitions))
 				}
 			}
-			resp.Groups = append(resp.Groups, fetchGroupResponse(rg.Group, b.groups.fetchOffsets(rg.Group, topics)))
+			fetched, code := b.groups.FetchOffsets(rg.Group, topics)
+			g := fetchGroupResponse(rg.Group, fetched)
+			g.ErrorCode = code
+			resp.Groups = append(resp.Groups, g)
 		}
 		r.Respond(resp)
 		return
 	}
-	var topics []fetchedTopic
+	var topics []group.FetchedTopic
 	if req.Topics != nil {
-		topics = make([]fetchedTopic, 0, len(req.Topics))
+		topics = make([]group.FetchedTopic, 0, len(req.Topics))
 		for _, t := range req.Topics {
 			topics = append(topics, requestedTopic(t.Topic, t.Partitions))
 		}
 	}
-	for _, t := range b.groups.fetchOffsets(req.Group, topics) {
-		rt := kmsg.OffsetFetchResponseTopic{Topic: t.topic}
-		for _, p := range t.partitions {
+	fetched, code := b.groups.FetchOffsets(req.Group, topics)
+	resp.ErrorCode = code
+	for _, t := range fetched {
+		rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseTopicPartition{
-				Partition: p.partition, Offset: p.offset, LeaderEpoch: p.leaderEpoch, Metadata: kmsg.StringPtr(p.metadata),
+				Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: kmsg.StringPtr(p.Metadata), ErrorCode: code,
 			})
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -54,21 +64,21 @@ func (b *Broker) handleOffsetFetch(r *Request) {
 	r.Respond(resp)
 }
 
-func requestedTopic(topic string, partitions []int32) fetchedTopic {
-	t := fetchedTopic{topic: topic, partitions: make([]fetchedOffset, len(partitions))}
+func requestedTopic(topic string, partitions []int32) group.FetchedTopic {
+	t := group.FetchedTopic{Topic: topic, Partitions: make([]group.FetchedOffset, len(partitions))}
 	for i, p := range partitions {
-		t.partitions[i].partition = p
+		t.Partitions[i] = group.FetchedOffset{Partition: p, Offset: -1, LeaderEpoch: -1}
 	}
 	return t
 }
 
-func fetchGroupResponse(group string, topics []fetchedTopic) kmsg.OffsetFetchResponseGroup {
-	g := kmsg.OffsetFetchResponseGroup{Group: group, Topics: []kmsg.OffsetFetchResponseGroupTopic{}}
+func fetchGroupResponse(name string, topics []group.FetchedTopic) kmsg.OffsetFetchResponseGroup {
+	g := kmsg.OffsetFetchResponseGroup{Group: name, Topics: []kmsg.OffsetFetchResponseGroupTopic{}}
 	for _, t := range topics {
-		rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.topic}
-		for _, p := range t.partitions {
+		rt := kmsg.OffsetFetchResponseGroupTopic{Topic: t.Topic}
+		for _, p := range t.Partitions {
 			rt.Partitions = append(rt.Partitions, kmsg.OffsetFetchResponseGroupTopicPartition{
-				Partition: p.partition, Offset: p.offset, LeaderEpoch: p.leaderEpoch, Metadata: kmsg.StringPtr(p.metadata),
+				Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: kmsg.StringPtr(p.Metadata),
 			})
 		}
 		g.Topics = append(g.Topics, rt)

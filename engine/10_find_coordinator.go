@@ -2,9 +2,10 @@ package engine
 
 // FindCoordinator (key 10), versions 0-6.
 //
-// This broker coordinates every group, so a group key (type 0; v0 has no
-// type) always answers with this broker. v4+ batch several keys
-// (CoordinatorKeys), each answered on its own.
+// A group key (type 0; v0 has no type) answers with this broker when the
+// group's partition of __consumer_offsets is loaded here (in a single node,
+// always), and COORDINATOR_NOT_AVAILABLE otherwise, which clients retry.
+// v4+ batch several keys (CoordinatorKeys), each answered on its own.
 //
 // Transaction keys (type 1) answer COORDINATOR_NOT_AVAILABLE with a
 // message: Sluice has no transaction coordinator, and that is what Kafka
@@ -47,6 +48,10 @@ func (b *Broker) coordinatorFor(key string, keyType int8) kmsg.FindCoordinatorRe
 	c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
 	switch keyType {
 	case coordinatorGroup:
+		if !b.groups.Owns(key) {
+			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			break
+		}
 		c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.host, b.port
 	case coordinatorTransaction:
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code

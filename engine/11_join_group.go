@@ -26,260 +26,62 @@ package engine
 
 import (
 	"bytes"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
 )
 
 func init() { register(kmsg.JoinGroup, 0, 9, (*Broker).handleJoinGroup) }
 
 func (b *Broker) handleJoinGroup(r *Request) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
-	c := b.groups
-	if req.Group == "" {
-		respondJoinError(r, kerr.InvalidGroupID.Code)
-		return
-	}
-	session := msDuration(req.SessionTimeoutMillis)
-	if session < c.cfg.GroupMinSessionTimeout || session > c.cfg.GroupMaxSessionTimeout {
-		respondJoinError(r, kerr.InvalidSessionTimeout.Code)
-		return
-	}
-	g := c.lockGroup(req.Group, req.MemberID == "")
-	if g == nil {
-		code := kerr.UnknownMemberID.Code
-		if req.MemberID == "" {
-			code = kerr.CoordinatorNotAvailable.Code // shutting down
-		}
-		respondJoinError(r, code)
-		return
-	}
-	p := newJoinParams(r, req)
-	if req.MemberID == "" {
-		g.joinNew(r, p)
-	} else {
-		g.joinKnown(r, p)
-	}
-	g.unlock()
+	b.groups.Join(joinRequest(r, req), func(res group.JoinResult) { r.Respond(joinResponse(req, res)) })
 }
 
-func respondJoinError(r *Request, code int16) {
-	req := r.Msg.(*kmsg.JoinGroupRequest)
-	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.ErrorCode = code
-	resp.MemberID = req.MemberID
-	r.Respond(resp)
-}
-
-// joinParams are the member settings a JoinGroup carries, with the
-// protocol metadata copied out of the request frame (which is reused once
-// the request is answered).
-type joinParams struct {
-	memberID     string
-	instanceID   string
-	clientID     string
-	clientHost   string
-	session      time.Duration
-	rebalance    time.Duration
-	protocolType string
-	protocols    []kmsg.JoinGroupRequestProtocol
-}
-
-func newJoinParams(r *Request, req *kmsg.JoinGroupRequest) joinParams {
-	p := joinParams{
-		memberID:     req.MemberID,
-		clientID:     r.ClientID,
-		clientHost:   clientHost(r),
-		session:      msDuration(req.SessionTimeoutMillis),
-		rebalance:    msDuration(req.RebalanceTimeoutMillis),
-		protocolType: req.ProtocolType,
-		protocols:    make([]kmsg.JoinGroupRequestProtocol, len(req.Protocols)),
+// joinRequest translates a JoinGroup, with the protocol metadata copied
+// out of the request frame (which is reused once the request is answered).
+func joinRequest(r *Request, req *kmsg.JoinGroupRequest) *group.JoinRequest {
+	j := &group.JoinRequest{
+		Group:            req.Group,
+		MemberID:         req.MemberID,
+		ClientID:         r.ClientID,
+		ClientHost:       clientHost(r),
+		SessionTimeout:   msDuration(req.SessionTimeoutMillis),
+		RebalanceTimeout: msDuration(req.RebalanceTimeoutMillis),
+		ProtocolType:     req.ProtocolType,
+		Protocols:        make([]group.Protocol, len(req.Protocols)),
+		RequireMemberID:  r.Version >= 4,
 	}
 	if r.Version == 0 || req.RebalanceTimeoutMillis < 0 {
-		p.rebalance = p.session
+		j.RebalanceTimeout = j.SessionTimeout
 	}
 	if req.InstanceID != nil {
-		p.instanceID = *req.InstanceID
+		j.InstanceID = *req.InstanceID
 	}
-	for i, pr := range req.Protocols {
-		p.protocols[i] = kmsg.JoinGroupRequestProtocol{Name: pr.Name, Metadata: bytes.Clone(pr.Metadata)}
+	for i, p := range req.Protocols {
+		j.Protocols[i] = group.Protocol{Name: p.Name, Metadata: bytes.Clone(p.Metadata)}
 	}
-	return p
+	return j
 }
 
-func (p *joinParams) newMember(id string) *groupMember {
-	m := &groupMember{id: id, instanceID: p.instanceID}
-	p.applyTo(m)
-	return m
-}
-
-func (p *joinParams) applyTo(m *groupMember) {
-	m.clientID = p.clientID
-	m.clientHost = p.clientHost
-	m.session = p.session
-	m.rebalance = p.rebalance
-	m.protocols = p.protocols
-}
-
-// joinNew handles a join without a member id.
-func (g *group) joinNew(r *Request, p joinParams) {
-	if p.instanceID != "" {
-		if old := g.members[g.static[p.instanceID]]; old != nil {
-			if !g.supportsProtocols(old, p.protocolType, p.protocols) {
-				g.replyJoinError(r, kerr.InconsistentGroupProtocol.Code, "")
-				return
-			}
-			g.replaceStatic(r, old, p)
-			return
+func joinResponse(req *kmsg.JoinGroupRequest, res group.JoinResult) *kmsg.JoinGroupResponse {
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.MemberID = res.MemberID
+	if res.ErrorCode != 0 {
+		resp.ErrorCode = res.ErrorCode
+		return resp
+	}
+	resp.Generation = res.Generation
+	resp.ProtocolType = kmsg.StringPtr(res.ProtocolType)
+	resp.Protocol = kmsg.StringPtr(res.Protocol)
+	resp.LeaderID = res.Leader
+	for _, m := range res.Members {
+		rm := kmsg.JoinGroupResponseMember{MemberID: m.MemberID, ProtocolMetadata: m.Metadata}
+		if m.InstanceID != "" {
+			rm.InstanceID = kmsg.StringPtr(m.InstanceID)
 		}
+		resp.Members = append(resp.Members, rm)
 	}
-	if !g.supportsProtocols(nil, p.protocolType, p.protocols) {
-		g.replyJoinError(r, kerr.InconsistentGroupProtocol.Code, "")
-		g.dropIfUnused()
-		return
-	}
-	if len(g.members) >= int(g.c.cfg.GroupMaxSize) {
-		g.replyJoinError(r, kerr.GroupMaxSizeReached.Code, "")
-		return
-	}
-	prefix := p.clientID
-	if p.instanceID != "" {
-		prefix = p.instanceID
-	}
-	id := newMemberID(prefix)
-	if p.instanceID == "" && r.Version >= 4 {
-		g.addPending(id, p.session)
-		g.replyJoinError(r, kerr.MemberIDRequired.Code, id)
-		return
-	}
-	g.addMember(p.newMember(id), r)
+	return resp
 }
-
-// joinKnown handles a join with a member id: the second step of a
-// two-phase join, or a member rejoining.
-func (g *group) joinKnown(r *Request, p joinParams) {
-	id := p.memberID
-	self := g.members[id]
-	if !g.supportsProtocols(self, p.protocolType, p.protocols) {
-		g.replyJoinError(r, kerr.InconsistentGroupProtocol.Code, id)
-		return
-	}
-	if t, ok := g.pending[id]; ok {
-		t.Stop()
-		delete(g.pending, id)
-		g.addMember(p.newMember(id), r)
-		return
-	}
-	if code := g.checkMember(id, p.instanceID); code != 0 {
-		g.replyJoinError(r, code, id)
-		return
-	}
-	switch g.state {
-	case groupPreparingRebalance:
-		g.updateMember(self, r, p)
-	case groupCompletingRebalance:
-		if self.sameProtocols(p.protocols) {
-			// It lost the JoinGroup response: repeat it.
-			g.touch(self, self.session)
-			g.replyJoin(r, self, id == g.leader, g.leader)
-			return
-		}
-		g.updateMember(self, r, p)
-	case groupStable:
-		if id == g.leader || !self.sameProtocols(p.protocols) {
-			g.updateMember(self, r, p)
-			return
-		}
-		g.touch(self, self.session)
-		g.replyJoin(r, self, false, g.leader)
-	default:
-		g.replyJoinError(r, kerr.UnknownMemberID.Code, id)
-	}
-}
-
-// checkMember validates a request's member id and instance id against the
-// group: FENCED_INSTANCE_ID if the instance now belongs to another member
-// id, UNKNOWN_MEMBER_ID if the member is not in the group.
-func (g *group) checkMember(id, instanceID string) int16 {
-	if instanceID != "" {
-		cur, ok := g.static[instanceID]
-		if !ok {
-			return kerr.UnknownMemberID.Code
-		}
-		if cur != id {
-			return kerr.FencedInstanceID.Code
-		}
-	}
-	if g.members[id] == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	return 0
-}
-
-// addPending remembers a member id handed out with MEMBER_ID_REQUIRED; it
-// is forgotten if the member does not join with it within its session.
-func (g *group) addPending(id string, session time.Duration) {
-	g.pending[id] = time.AfterFunc(session, func() {
-		g.mu.Lock()
-		defer g.unlock()
-		if _, ok := g.pending[id]; !ok || g.state == groupDead {
-			return
-		}
-		delete(g.pending, id)
-		g.maybeCompleteJoin()
-		g.dropIfUnused()
-	})
-}
-
-// replaceStatic gives a static member's instance to a new member id: the
-// old incarnation is fenced and the new one takes its place, its
-// assignment and, if it led, its leadership.
-func (g *group) replaceStatic(r *Request, m *groupMember, p joinParams) {
-	oldLeader := g.leader
-	g.failParked(m, kerr.FencedInstanceID.Code)
-	delete(g.members, m.id)
-	newID := newMemberID(p.instanceID)
-	if g.leader == m.id {
-		g.leader = newID
-	}
-	m.id = newID
-	g.members[newID] = m
-	g.static[p.instanceID] = newID
-	p.applyTo(m)
-	g.touch(m, m.session)
-	switch g.state {
-	case groupStable:
-		if g.selectProtocol() != g.protocol {
-			g.park(m, r)
-			g.prepareRebalance()
-			return
-		}
-		if err := g.storeGroup(); err != nil {
-			g.replyJoinError(r, coordinatorAppendError(err, false), "")
-			return
-		}
-		// The old leader id is returned, so that even a replaced leader
-		// does not run an assignment a Stable group would not distribute;
-		// it picks up its assignment with SyncGroup.
-		g.replyJoin(r, m, false, oldLeader)
-	case groupCompletingRebalance:
-		// The leader may be assigning to the old id: start over.
-		g.park(m, r)
-		g.prepareRebalance()
-	default: // PreparingRebalance
-		g.park(m, r)
-		g.maybeCompleteJoin()
-	}
-}
-
-// dropIfUnused removes a group that a failed request created: no members,
-// no offsets, never persisted.
-func (g *group) dropIfUnused() {
-	if g.state == groupEmpty && len(g.members) == 0 && len(g.pending) == 0 &&
-		len(g.offsets) == 0 && g.generation == 0 && g.protocolType == "" {
-		g.markDead()
-	}
-}
-
-func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -17,6 +17,8 @@ package engine
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
 )
 
 func init() { register(kmsg.LeaveGroup, 0, 5, (*Broker).handleLeaveGroup) }
@@ -28,60 +30,31 @@ func (b *Broker) handleLeaveGroup(r *Request) {
 	if r.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	for _, l := range leaving {
-		resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: l.MemberID, InstanceID: l.InstanceID})
-	}
 	if req.Group == "" {
 		resp.ErrorCode = kerr.InvalidGroupID.Code
-		resp.Members = nil
 		r.Respond(resp)
 		return
 	}
-	if g := b.groups.lockGroup(req.Group, false); g != nil {
-		for i, l := range leaving {
-			resp.Members[i].ErrorCode = g.leave(l)
-		}
-		g.unlock()
-	} else {
-		for i := range resp.Members {
-			resp.Members[i].ErrorCode = kerr.UnknownMemberID.Code
-		}
+	ls := make([]group.Leaving, len(leaving))
+	for i, l := range leaving {
+		ls[i] = group.Leaving{MemberID: l.MemberID, InstanceID: deref(l.InstanceID), Reason: deref(l.Reason)}
 	}
+	codes := b.groups.Leave(req.Group, ls)
 	if r.Version < 3 {
-		resp.ErrorCode = resp.Members[0].ErrorCode
-		resp.Members = nil
+		resp.ErrorCode = codes[0]
+		r.Respond(resp)
+		return
+	}
+	for i, l := range leaving {
+		resp.Members = append(resp.Members, kmsg.LeaveGroupResponseMember{MemberID: l.MemberID, InstanceID: l.InstanceID, ErrorCode: codes[i]})
 	}
 	r.Respond(resp)
 }
 
-// leave removes one member, named by member id and/or instance id.
-func (g *group) leave(l kmsg.LeaveGroupRequestMember) int16 {
-	id := l.MemberID
-	if l.InstanceID != nil && *l.InstanceID != "" {
-		cur, ok := g.static[*l.InstanceID]
-		if !ok {
-			return kerr.UnknownMemberID.Code
-		}
-		if id != "" && id != cur {
-			return kerr.FencedInstanceID.Code
-		}
-		id = cur
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
 	}
-	if t, ok := g.pending[id]; ok {
-		t.Stop()
-		delete(g.pending, id)
-		g.maybeCompleteJoin()
-		return 0
-	}
-	m := g.members[id]
-	if m == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	reason := ""
-	if l.Reason != nil {
-		reason = *l.Reason
-	}
-	g.c.b.log.Info("group member left", "group", g.name, "member", id, "reason", reason)
-	g.removeMemberAndUpdate(m)
-	return 0
+	return *s
 }

@@ -10,7 +10,11 @@ package engine
 // authorized operations, when asked for, are every group operation (READ,
 // DELETE, DESCRIBE): Sluice has no ACLs.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
+)
 
 func init() { register(kmsg.DescribeGroups, 0, 5, (*Broker).handleDescribeGroups) }
 
@@ -22,7 +26,7 @@ func (b *Broker) handleDescribeGroups(r *Request) {
 	req := r.Msg.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	for _, name := range req.Groups {
-		d := b.groups.describe(name)
+		d := describedGroup(name, b.groups.Describe(name))
 		if req.IncludeAuthorizedOperations {
 			d.AuthorizedOperations = groupOperations
 		}
@@ -31,34 +35,21 @@ func (b *Broker) handleDescribeGroups(r *Request) {
 	r.Respond(resp)
 }
 
-func (c *groupCoordinator) describe(name string) kmsg.DescribeGroupsResponseGroup {
+func describedGroup(name string, g group.Description) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = name
-	d.State = groupDead.String()
-	d.Members = []kmsg.DescribeGroupsResponseGroupMember{}
-	// "" is a valid name here: commits may use it (as in Kafka).
-	g := c.lockGroup(name, false)
-	if g == nil {
-		return d
-	}
-	defer g.unlock()
-	d.State = g.state.String()
-	d.ProtocolType = g.protocolType
-	stable := g.state == groupStable
-	if stable {
-		d.Protocol = g.protocol
-	}
-	for _, m := range g.sortedMembers() {
-		dm := kmsg.DescribeGroupsResponseGroupMember{MemberID: m.id, ClientID: m.clientID, ClientHost: m.clientHost}
-		if m.instanceID != "" {
-			dm.InstanceID = kmsg.StringPtr(m.instanceID)
+	d.ErrorCode = g.ErrorCode
+	d.State = g.State
+	d.ProtocolType = g.ProtocolType
+	d.Protocol = g.Protocol
+	d.Members = make([]kmsg.DescribeGroupsResponseGroupMember, 0, len(g.Members))
+	for _, m := range g.Members {
+		dm := kmsg.DescribeGroupsResponseGroupMember{
+			MemberID: m.MemberID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			ProtocolMetadata: m.Metadata, MemberAssignment: m.Assignment,
 		}
-		dm.ProtocolMetadata, dm.MemberAssignment = []byte{}, []byte{}
-		if stable {
-			dm.ProtocolMetadata = m.metadataFor(g.protocol)
-			if m.assignment != nil {
-				dm.MemberAssignment = m.assignment
-			}
+		if m.InstanceID != "" {
+			dm.InstanceID = kmsg.StringPtr(m.InstanceID)
 		}
 		d.Members = append(d.Members, dm)
 	}

@@ -2,14 +2,14 @@ package engine
 
 // ListGroups (key 16), versions 0-5.
 //
-// Every group this broker coordinates (all of them), with its protocol
+// Every group this broker coordinates (those of the loaded partitions of
+// __consumer_offsets: in a single node, all of them), with its protocol
 // type; v4+ also its state, filtered by StatesFilter when given; v5+ its
 // type, filtered by TypesFilter. Both filters compare case-insensitively,
 // as Kafka does. Every Sluice group is a "classic" group (no KIP-848
 // consumer groups, no share groups).
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,15 +27,11 @@ func (b *Broker) handleListGroups(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	for _, g := range b.groups.allGroups() {
-		g.mu.Lock()
-		lg := kmsg.ListGroupsResponseGroup{Group: g.name, ProtocolType: g.protocolType, GroupState: g.state.String(), GroupType: classicGroupType}
-		g.unlock()
-		if lg.GroupState != groupDead.String() && matchesFilter(req.StatesFilter, lg.GroupState) {
-			resp.Groups = append(resp.Groups, lg)
+	for _, g := range b.groups.List() {
+		if matchesFilter(req.StatesFilter, g.State) {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Group, ProtocolType: g.ProtocolType, GroupState: g.State, GroupType: classicGroupType})
 		}
 	}
-	sort.Slice(resp.Groups, func(i, j int) bool { return resp.Groups[i].Group < resp.Groups[j].Group })
 	r.Respond(resp)
 }
 

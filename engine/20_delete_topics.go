@@ -5,7 +5,7 @@ package engine
 // v1-5 name topics; v6 names them or gives their ids (never both). Unknown
 // names answer UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; a
 // name or id given twice answers INVALID_REQUEST once. Internal topics are
-// refused (TOPIC_AUTHORIZATION_FAILED, from the registry), since the
+// refused (TOPIC_AUTHORIZATION_FAILED, from DeleteTopic), since the
 // coordinators' state lives in them. With delete.topic.enable=false every
 // topic answers TOPIC_DELETION_DISABLED (INVALID_REQUEST before v3, which
 // lacks that code), as in Kafka.

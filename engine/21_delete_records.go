@@ -40,6 +40,9 @@ func (b *Broker) handleDeleteRecords(r *Request) {
 
 func (b *Broker) deleteRecords(r *Request, t *Topic, partition int32, offset int64) (lowWatermark int64, code int16) {
 	p, code := lookupPartition(t, partition)
+	if code == 0 {
+		code = p.checkLeader(-1)
+	}
 	switch {
 	case code != 0:
 		return -1, code
@@ -48,7 +51,7 @@ func (b *Broker) deleteRecords(r *Request, t *Topic, partition int32, offset int
 	case !b.cleanupDeletes(t):
 		return -1, kerr.PolicyViolation.Code
 	}
-	low, err := p.Log.DeleteRecordsBefore(offset)
+	low, err := p.deleteRecordsBefore(offset)
 	if err != nil {
 		r.logger().Debug("delete records failed", "topic", t.Name, "partition", partition, "offset", offset, "err", err)
 		return -1, ErrorCode(err)

@@ -26,10 +26,10 @@ func (b *Broker) handleOffsetForLeaderEpoch(r *Request) {
 			op.Partition, op.LeaderEpoch, op.EndOffset = rp.Partition, -1, -1
 			p, code := lookupPartition(t, rp.Partition)
 			if code == 0 {
-				code = checkLeaderEpoch(p, rp.CurrentLeaderEpoch)
+				code = p.checkLeader(rp.CurrentLeaderEpoch)
 			}
 			if op.ErrorCode = code; code == 0 {
-				op.LeaderEpoch, op.EndOffset = p.Log.EndOffsetForEpoch(rp.LeaderEpoch)
+				op.LeaderEpoch, op.EndOffset = p.endOffsetForEpoch(rp.LeaderEpoch)
 			}
 			out.Partitions = append(out.Partitions, op)
 		}

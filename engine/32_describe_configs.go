@@ -2,14 +2,18 @@ package engine
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// TOPIC resources report every topic-level key Sluice knows (topicconfig.go)
-// with its effective value and source: DYNAMIC_TOPIC_CONFIG for the topic's
-// own overrides, else STATIC_BROKER_CONFIG when server.properties set the
-// broker-level synonym, else DEFAULT_CONFIG. BROKER resources (name = this
-// node id) report the broker keys whose values Sluice actually runs with,
+// Both resource kinds are answered from the config table (configkeys.go),
+// each key once. TOPIC resources report every topic-level key with its
+// effective value and source: DYNAMIC_TOPIC_CONFIG for the topic's own
+// overrides, else STATIC_BROKER_CONFIG when server.properties set the
+// broker-level synonym, else DEFAULT_CONFIG; never read-only. BROKER
+// resources (name = this node id) report every broker key Sluice runs with
+// (the table's rows but the ignored ones, and broker.id beside node.id),
 // all read-only; the empty name (cluster-wide dynamic defaults) answers an
 // empty list because Sluice has no dynamic broker configs — broker configs
-// come from server.properties only, and AlterConfigs refuses them.
+// come from server.properties only, and AlterConfigs refuses them. The
+// table records Kafka's dynamic scope of each key for the day it does not.
+// Password-typed keys are sensitive: their values are reported as null.
 //
 // Whether a broker key was set statically is decided by comparing it with
 // the built-in default: a key set in server.properties to the default value
@@ -24,7 +28,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,13 +42,14 @@ var kafkaDefaults = DefaultConfig()
 // configEntry is one described config, independent of the response type
 // that carries it (DescribeConfigs, CreateTopics v5+).
 type configEntry struct {
-	name     string
-	value    string
-	source   kmsg.ConfigSource
-	readOnly bool
-	typ      int8
-	doc      string
-	synonyms []configSynonym // most to least specific; synonyms[0] is in effect
+	name      string
+	value     string
+	source    kmsg.ConfigSource
+	readOnly  bool
+	sensitive bool // the value is withheld (null), as Kafka does for passwords
+	typ       kmsg.ConfigType
+	doc       string
+	synonyms  []configSynonym // most to least specific; synonyms[0] is in effect
 }
 
 type configSynonym struct {
@@ -54,60 +58,29 @@ type configSynonym struct {
 	source kmsg.ConfigSource
 }
 
-// brokerConfig is a broker-level key reported for BROKER resources.
-type brokerConfig struct {
-	name string
-	typ  int8
-	get  func(c *Config) string
-	doc  string
+// describedBrokerKey is a name reported for BROKER resources: a table row,
+// or a second name of one (broker.id).
+type describedBrokerKey struct {
+	key *configKey
+	doc string
 }
 
-// brokerOnlyConfigs are the broker keys that are not the broker-level
-// synonym of a topic key (those come from topicKeys).
-var brokerOnlyConfigs = []brokerConfig{
-	{"node.id", cfgInt, func(c *Config) string { return itoa(int64(c.NodeID)) }, "id of this node"},
-	{"broker.id", cfgInt, func(c *Config) string { return itoa(int64(c.NodeID)) }, "id of this broker (same as node.id)"},
-	{"listeners", cfgString, func(c *Config) string { return "PLAINTEXT://" + c.Listen }, "address the broker listens on"},
-	{"advertised.listeners", cfgString, func(c *Config) string { return listenerOrEmpty(c.Advertise) }, "address clients are told to connect to; listeners when unset"},
-	{"log.dirs", cfgString, func(c *Config) string { return c.DataDir }, "data directory"},
-	{"num.partitions", cfgInt, func(c *Config) string { return itoa(int64(c.NumPartitions)) }, "partitions of auto-created topics and of CreateTopics without a count"},
-	{"default.replication.factor", cfgInt, constant("1"), "replication factor of new topics; a single node keeps one replica"},
-	{"auto.create.topics.enable", cfgBoolean, func(c *Config) string { return strconv.FormatBool(c.AutoCreateTopics) }, "create unknown topics asked for in Metadata"},
-	{"delete.topic.enable", cfgBoolean, func(c *Config) string { return strconv.FormatBool(c.DeleteTopicEnable) }, "allow DeleteTopics"},
-	{"socket.request.max.bytes", cfgInt, func(c *Config) string { return itoa(int64(c.SocketRequestMaxBytes)) }, "largest request accepted"},
-	{"connections.max.idle.ms", cfgLong, func(c *Config) string { return itoa(c.ConnectionsMaxIdle.Milliseconds()) }, "idle connections are closed after this"},
-	{"log.retention.check.interval.ms", cfgLong, func(c *Config) string { return itoa(c.RetentionCheckInterval.Milliseconds()) }, "how often retention runs"},
-	{"group.initial.rebalance.delay.ms", cfgInt, func(c *Config) string { return itoa(c.GroupInitialRebalanceDelay.Milliseconds()) }, "wait for more members before the first rebalance of an empty group"},
-	{"group.min.session.timeout.ms", cfgInt, func(c *Config) string { return itoa(c.GroupMinSessionTimeout.Milliseconds()) }, "smallest session timeout a member may ask for"},
-	{"group.max.session.timeout.ms", cfgInt, func(c *Config) string { return itoa(c.GroupMaxSessionTimeout.Milliseconds()) }, "largest session timeout a member may ask for"},
-	{"group.max.size", cfgInt, func(c *Config) string { return itoa(int64(c.GroupMaxSize)) }, "most members a group may have"},
-	{"offsets.topic.num.partitions", cfgInt, func(c *Config) string { return itoa(int64(c.OffsetsTopicPartitions)) }, "partitions of __consumer_offsets"},
-	{"offsets.topic.replication.factor", cfgInt, constant("1"), "replication factor of __consumer_offsets"},
-	{"offsets.topic.segment.bytes", cfgInt, func(c *Config) string { return itoa(c.OffsetsTopicSegmentBytes) }, "segment size of __consumer_offsets"},
-	{"offsets.retention.minutes", cfgInt, func(c *Config) string { return itoa(int64(c.OffsetsRetention.Minutes())) }, "how long committed offsets of empty groups are kept"},
-	{"max.incremental.fetch.session.cache.slots", cfgInt, func(c *Config) string { return itoa(int64(c.MaxIncrementalFetchSessions)) }, "most incremental fetch sessions kept"},
-}
+// describedBrokerKeys indexes the names BROKER resources report;
+// brokerKeyNames lists them sorted, so answers come in a stable order.
+var describedBrokerKeys, brokerKeyNames = indexDescribedBrokerKeys()
 
-func listenerOrEmpty(addr string) string {
-	if addr == "" {
-		return ""
-	}
-	return "PLAINTEXT://" + addr
-}
-
-// brokerConfigs indexes every reported broker key by name, with the names
-// sorted so BROKER answers come in a stable order. It is built on first use
-// because it reads topicKeys, which another file's init fills.
-var brokerConfigs = sync.OnceValues(func() (map[string]*brokerConfig, []string) {
-	byName := map[string]*brokerConfig{}
-	for i := range brokerOnlyConfigs {
-		c := &brokerOnlyConfigs[i]
-		byName[c.name] = c
-	}
-	for _, name := range topicKeyNames {
-		k := topicKeys[name]
-		if k.brokerName != "" && byName[k.brokerName] == nil {
-			byName[k.brokerName] = &brokerConfig{name: k.brokerName, typ: k.typ, get: k.def, doc: k.doc}
+func indexDescribedBrokerKeys() (map[string]describedBrokerKey, []string) {
+	byName := map[string]describedBrokerKey{}
+	for i := range configKeys {
+		k := &configKeys[i]
+		if !k.described() {
+			continue
+		}
+		byName[k.name] = describedBrokerKey{k, k.doc}
+		for _, a := range k.aliases {
+			if a.same {
+				byName[a.name] = describedBrokerKey{k, "same as " + k.name}
+			}
 		}
 	}
 	names := make([]string, 0, len(byName))
@@ -116,7 +89,7 @@ var brokerConfigs = sync.OnceValues(func() (map[string]*brokerConfig, []string) 
 	}
 	sort.Strings(names)
 	return byName, names
-})
+}
 
 func (b *Broker) handleDescribeConfigs(r *Request) {
 	req := r.Msg.(*kmsg.DescribeConfigsRequest)
@@ -211,15 +184,11 @@ func (b *Broker) topicConfigEntries(overrides map[string]string, keep map[string
 			continue
 		}
 		k := topicKeys[name]
-		e := configEntry{name: name, typ: k.typ, doc: k.doc}
+		e := configEntry{name: name, typ: k.typ, doc: k.doc, sensitive: k.sensitive()}
 		if v, ok := overrides[name]; ok {
 			e.synonyms = append(e.synonyms, configSynonym{name, v, kmsg.ConfigSourceDynamicTopicConfig})
 		}
-		brokerName := k.brokerName
-		if brokerName == "" {
-			brokerName = name
-		}
-		e.synonyms = append(e.synonyms, b.brokerSynonyms(brokerName, k.def)...)
+		e.synonyms = append(e.synonyms, b.brokerSynonyms(k.name, k)...)
 		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
 		out = append(out, e)
 	}
@@ -228,27 +197,27 @@ func (b *Broker) topicConfigEntries(overrides map[string]string, keep map[string
 
 // brokerConfigEntries describes this broker's keys (or those in keep).
 func (b *Broker) brokerConfigEntries(keep map[string]bool) []configEntry {
-	byName, names := brokerConfigs()
-	out := make([]configEntry, 0, len(names))
-	for _, name := range names {
+	out := make([]configEntry, 0, len(brokerKeyNames))
+	for _, name := range brokerKeyNames {
 		if keep != nil && !keep[name] {
 			continue
 		}
-		c := byName[name]
-		e := configEntry{name: name, typ: c.typ, doc: c.doc, readOnly: true}
-		e.synonyms = b.brokerSynonyms(name, c.get)
+		d := describedBrokerKeys[name]
+		k := d.key
+		e := configEntry{name: name, typ: k.typ, doc: d.doc, readOnly: k.readOnly(), sensitive: k.sensitive()}
+		e.synonyms = b.brokerSynonyms(name, k)
 		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
 		out = append(out, e)
 	}
 	return out
 }
 
-// brokerSynonyms lists a broker key's values: the one set in
-// server.properties if it differs from the built-in default, then the
-// default.
-func (b *Broker) brokerSynonyms(name string, get func(*Config) string) []configSynonym {
-	def := get(&kafkaDefaults)
-	if v := get(&b.cfg); v != def {
+// brokerSynonyms lists the values of broker key k, reported under name:
+// the one set in server.properties if it differs from the built-in default,
+// then the default.
+func (b *Broker) brokerSynonyms(name string, k *configKey) []configSynonym {
+	def := k.value(&kafkaDefaults)
+	if v := k.value(&b.cfg); v != def {
 		return []configSynonym{{name, v, kmsg.ConfigSourceStaticBrokerConfig}, {name, def, kmsg.ConfigSourceDefaultConfig}}
 	}
 	return []configSynonym{{name, def, kmsg.ConfigSourceDefaultConfig}}
@@ -258,11 +227,12 @@ func (b *Broker) brokerSynonyms(name string, get func(*Config) string) []configS
 func describedConfig(e *configEntry, req *kmsg.DescribeConfigsRequest) kmsg.DescribeConfigsResponseResourceConfig {
 	c := kmsg.NewDescribeConfigsResponseResourceConfig()
 	c.Name = e.name
-	c.Value = nullIfEmpty(e.value)
+	c.Value = e.wireValue(e.value)
 	c.ReadOnly = e.readOnly
+	c.IsSensitive = e.sensitive
 	c.IsDefault = e.source == kmsg.ConfigSourceDefaultConfig
 	c.Source = e.source
-	c.ConfigType = kmsg.ConfigType(e.typ)
+	c.ConfigType = e.typ
 	if req.IncludeDocumentation {
 		c.Documentation = stringPtr(e.doc)
 	}
@@ -270,11 +240,19 @@ func describedConfig(e *configEntry, req *kmsg.DescribeConfigsRequest) kmsg.Desc
 		c.ConfigSynonyms = make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, 0, len(e.synonyms))
 		for _, s := range e.synonyms {
 			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-			syn.Name, syn.Value, syn.Source = s.name, nullIfEmpty(s.value), s.source
+			syn.Name, syn.Value, syn.Source = s.name, e.wireValue(s.value), s.source
 			c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
 		}
 	}
 	return c
+}
+
+// wireValue is v as described: null when unset or sensitive.
+func (e *configEntry) wireValue(v string) *string {
+	if e.sensitive {
+		return nil
+	}
+	return nullIfEmpty(v)
 }
 
 func stringPtr(s string) *string { return &s }

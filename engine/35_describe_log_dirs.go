@@ -55,7 +55,7 @@ func appendLogDirTopic(out []kmsg.DescribeLogDirsResponseDirTopic, t *Topic, wan
 			continue
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-		dp.Partition, dp.Size = p.Index, p.Log.Size()
+		dp.Partition, dp.Size = p.Index, p.size()
 		dt.Partitions = append(dt.Partitions, dp)
 	}
 	if len(dt.Partitions) == 0 {

@@ -8,10 +8,7 @@ package engine
 // not exist, NON_EMPTY_GROUP if it has members (or is rebalancing), and
 // NOT_COORDINATOR if the tombstones cannot be written.
 
-import (
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
-)
+import "github.com/twmb/franz-go/pkg/kmsg"
 
 func init() { register(kmsg.DeleteGroups, 0, 2, (*Broker).handleDeleteGroups) }
 
@@ -19,16 +16,7 @@ func (b *Broker) handleDeleteGroups(r *Request) {
 	req := r.Msg.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, name := range req.Groups {
-		resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: name, ErrorCode: b.groups.deleteGroup(name)})
+		resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: name, ErrorCode: b.groups.DeleteGroup(name)})
 	}
 	r.Respond(resp)
-}
-
-func (c *groupCoordinator) deleteGroup(name string) int16 {
-	g := c.lockGroup(name, false)
-	if g == nil {
-		return kerr.GroupIDNotFound.Code
-	}
-	defer g.unlock()
-	return g.deleteGroup()
 }

@@ -101,7 +101,7 @@ func (b *Broker) applyListOp(overrides map[string]string, op *kmsg.IncrementalAl
 	if k == nil {
 		return configErr("unknown topic config %q", op.Name)
 	}
-	if k.typ != cfgList {
+	if k.typ != typeList {
 		return configErr("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)
 	}
 	if op.Value == nil {

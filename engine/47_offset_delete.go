@@ -14,6 +14,8 @@ package engine
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
 )
 
 func init() { register(kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete) }
@@ -21,51 +23,30 @@ func init() { register(kmsg.OffsetDelete, 0, 0, (*Broker).handleOffsetDelete) }
 func (b *Broker) handleOffsetDelete(r *Request) {
 	req := r.Msg.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	resp.ErrorCode = b.groups.offsetDelete(req, resp)
+	var offsets []group.OffsetToDelete
+	for _, t := range req.Topics {
+		topic := b.Topic(t.Topic)
+		for _, p := range t.Partitions {
+			o := group.OffsetToDelete{Topic: t.Topic, Partition: p.Partition}
+			if topic == nil || topic.Partition(p.Partition) == nil {
+				o.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+			offsets = append(offsets, o)
+		}
+	}
+	resp.ErrorCode = b.groups.DeleteOffsets(req.Group, offsets)
 	if resp.ErrorCode != 0 {
-		resp.Topics = nil
+		r.Respond(resp)
+		return
 	}
-	r.Respond(resp)
-}
-
-func (c *groupCoordinator) offsetDelete(req *kmsg.OffsetDeleteRequest, resp *kmsg.OffsetDeleteResponse) int16 {
-	if req.Group == "" {
-		return kerr.InvalidGroupID.Code
-	}
-	g := c.lockGroup(req.Group, false)
-	if g == nil {
-		return kerr.GroupIDNotFound.Code
-	}
-	defer g.unlock()
-	if g.state != groupEmpty && g.protocolType != consumerProtocolType {
-		return kerr.NonEmptyGroup.Code
-	}
-	var eligible []offsetTP
-	var codes []*int16
+	k := 0
 	for _, t := range req.Topics {
 		rt := kmsg.OffsetDeleteResponseTopic{Topic: t.Topic, Partitions: make([]kmsg.OffsetDeleteResponseTopicPartition, len(t.Partitions))}
-		topic := c.b.Topic(t.Topic)
 		for j, p := range t.Partitions {
-			out := &rt.Partitions[j]
-			out.Partition = p.Partition
-			switch {
-			case topic == nil || topic.Partition(p.Partition) == nil:
-				out.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case g.state != groupEmpty && g.subscribed[t.Topic]:
-				out.ErrorCode = kerr.GroupSubscribedToTopic.Code
-			default:
-				eligible = append(eligible, offsetTP{t.Topic, p.Partition})
-				codes = append(codes, &out.ErrorCode)
-			}
+			rt.Partitions[j] = kmsg.OffsetDeleteResponseTopicPartition{Partition: p.Partition, ErrorCode: offsets[k].ErrorCode}
+			k++
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if err := g.deleteOffsets(eligible); err != nil {
-		c.b.log.Error("deleting offsets failed", "group", g.name, "err", err)
-		code := coordinatorAppendError(err, false)
-		for _, p := range codes {
-			*p = code
-		}
-	}
-	return 0
+	r.Respond(resp)
 }

@@ -23,6 +23,9 @@ func (b *Broker) handleDescribeProducers(r *Request) {
 			op.Partition = idx
 			var p *Partition
 			if p, op.ErrorCode = lookupPartition(t, idx); p != nil {
+				op.ErrorCode = p.checkLeader(-1)
+			}
+			if op.ErrorCode == 0 {
 				op.ActiveProducers = activeProducers(p)
 			}
 			out.Partitions = append(out.Partitions, op)
@@ -33,7 +36,7 @@ func (b *Broker) handleDescribeProducers(r *Request) {
 }
 
 func activeProducers(p *Partition) []kmsg.DescribeProducersResponseTopicPartitionActiveProducer {
-	infos := p.Log.Producers()
+	infos := p.producers()
 	out := make([]kmsg.DescribeProducersResponseTopicPartitionActiveProducer, 0, len(infos))
 	for _, pi := range infos {
 		ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()

@@ -1,17 +1,13 @@
 package engine
 
 import (
-	"bufio"
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
-	"fmt"
+	"cmp"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluice-broker/sluice/metadata"
 )
 
 // Broker is one Sluice broker: its topics, groups and producer state.
@@ -22,7 +18,8 @@ type Broker struct {
 	host      string // advertised host
 	port      int32  // advertised port
 
-	topics  registry
+	meta    metaState        // the metadata image and its store (image.go)
+	hosted  partitionManager // the partitions open here (registry.go)
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
@@ -40,7 +37,7 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Broker{cfg: cfg, log: log, closing: make(chan struct{}), metrics: NewMetrics()}
+	b := &Broker{cfg: cfg, log: log, closing: make(chan struct{}), metrics: NewMetrics(), waiters: newFetchPurgatory()}
 	var err error
 	if b.host, b.port, err = cfg.AdvertisedHostPort(); err != nil {
 		return nil, err
@@ -48,31 +45,35 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	if b.clusterID, err = loadMetaProperties(cfg); err != nil {
+	mp, err := metadata.LoadMetaProperties(cfg.DataDir, cfg.NodeID, cfg.ClusterID)
+	if err != nil {
 		return nil, err
 	}
-	if err := b.loadTopics(); err != nil {
-		b.closeTopics()
+	b.clusterID = mp.ClusterID
+	if err := b.openMetadata(); err != nil {
 		return nil, err
 	}
 	if err := b.startSubsystems(); err != nil {
 		b.closeTopics()
+		b.meta.store.Close()
 		return nil, err
 	}
 	b.wg.Add(2)
 	go b.housekeeping()
 	go b.logCleaner() // log_cleaner.go
-	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.topics.byName))
+	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.hosted.load().sorted))
 	return b, nil
 }
 
 func (b *Broker) startSubsystems() error {
-	var err error
-	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
-	b.waiters = newFetchPurgatory()
-	if b.pids, err = newProducerIDManager(b.cfg.DataDir); err != nil {
+	b.meta.mu.Lock()
+	err := b.syncPartitions(b.image()) // open every partition hosted here
+	b.meta.mu.Unlock()
+	if err != nil {
 		return err
 	}
+	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
+	b.pids = newProducerIDManager(b.allocateProducerIDs)
 	b.groups, err = newGroupCoordinator(b)
 	return err
 }
@@ -83,7 +84,8 @@ func (b *Broker) Config() Config { return b.cfg }
 // Metrics returns the broker's Prometheus metrics.
 func (b *Broker) Metrics() *Metrics { return b.metrics }
 
-// ClusterID returns the id stored in meta.properties.
+// ClusterID returns the id stored in meta.properties (and in the metadata
+// log's ClusterRecord).
 func (b *Broker) ClusterID() string { return b.clusterID }
 
 // Close stops background work, flushes every log and marks a clean
@@ -96,18 +98,10 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
-		err = b.closeTopics()
+		err = cmp.Or(b.closeTopics(), b.meta.store.Close())
 		b.log.Info("broker stopped cleanly")
 	})
 	return err
-}
-
-func (b *Broker) closeTopics() error {
-	var all []*Partition
-	for _, t := range b.Topics() {
-		all = append(all, t.Partitions()...)
-	}
-	return closePartitions(all)
 }
 
 // housekeeping runs retention, time-based rolls and flushes.
@@ -133,16 +127,16 @@ func (b *Broker) housekeeping() {
 func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
-			if err := p.Log.MaybeRoll(nowMs); err != nil {
+			if err := p.maybeRoll(nowMs); err != nil {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
 			if !retention {
 				continue
 			}
-			if n, err := p.Log.EnforceRetention(nowMs); err != nil {
+			if n, err := p.enforceRetention(nowMs); err != nil {
 				b.log.Error("retention failed", "topic", t.Name, "partition", p.Index, "err", err)
 			} else if n > 0 {
-				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.Log.LogStartOffset())
+				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.LogStartOffset())
 			}
 		}
 	}
@@ -150,44 +144,3 @@ func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 
 // EnforceRetentionNow runs one retention pass (tests and admin tools).
 func (b *Broker) EnforceRetentionNow() { b.maintainLogs(time.Now().UnixMilli(), true) }
-
-// loadMetaProperties reads or creates <data>/meta.properties (Kafka's
-// file: version, node.id, cluster.id) and checks the node id matches.
-func loadMetaProperties(cfg Config) (string, error) {
-	path := filepath.Join(cfg.DataDir, "meta.properties")
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		id := cfg.ClusterID
-		if id == "" {
-			id = newClusterID()
-		}
-		body := fmt.Sprintf("#\n#%s\nversion=1\nnode.id=%d\ncluster.id=%s\n", time.Now().UTC().Format(time.RFC1123), cfg.NodeID, id)
-		return id, writeFileAtomic(path, []byte(body))
-	}
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	props := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := splitProperty(sc.Text()); ok {
-			props[k] = v
-		}
-	}
-	if n := props["node.id"]; n != "" && n != fmt.Sprint(cfg.NodeID) {
-		return "", fmt.Errorf("%s belongs to node %s, this broker is node %d", path, n, cfg.NodeID)
-	}
-	if props["cluster.id"] == "" {
-		return "", fmt.Errorf("%s has no cluster.id", path)
-	}
-	return props["cluster.id"], nil
-}
-
-// newClusterID makes a Kafka-style cluster id: a random UUID in URL-safe
-// base64 without padding.
-func newClusterID() string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	return strings.TrimRight(base64.URLEncoding.EncodeToString(u[:]), "=")
-}

@@ -31,7 +31,7 @@ func TestOffsetsTopicCompaction(t *testing.T) {
 	commitSimple(t, tb, "other", map[string]map[int32]int64{"events": {1: 7}})
 	want := map[string]map[int32]int64{"events": {0: commits - 1, 1: 2 * (commits - 1), 2: 3 * (commits - 1)}}
 
-	offsets := tb.Broker.Topic(offsetsTopicName).Partition(0).Log
+	offsets := engine.PartitionLog(tb.Broker.Topic(offsetsTopicName).Partition(0))
 	end, before := offsets.LogEndOffset(), offsets.Size()
 	if err := offsets.Flush(); err != nil { // the recovery point leaves the sealed segments
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestOffsetsTopicCompaction(t *testing.T) {
 	}
 
 	tb.Restart(t)
-	offsets = tb.Broker.Topic(offsetsTopicName).Partition(0).Log
+	offsets = engine.PartitionLog(tb.Broker.Topic(offsetsTopicName).Partition(0))
 	if offsets.LogEndOffset() != end || offsets.Size() > after {
 		t.Fatalf("after restart: end %d (was %d), size %d (was %d)", offsets.LogEndOffset(), end, offsets.Size(), after)
 	}
@@ -115,7 +115,7 @@ func TestCompactedTopicConsumedByClient(t *testing.T) {
 		produced[r.Offset] = r
 		latest[key] = r.Offset
 	}
-	l := tb.Broker.Topic("table").Partition(0).Log
+	l := engine.PartitionLog(tb.Broker.Topic("table").Partition(0))
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}

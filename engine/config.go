@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math"
@@ -10,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/properties"
 	"github.com/sluice-broker/sluice/storage"
 )
 
 // Config is the broker's static configuration. Zero values are not
-// meaningful; start from DefaultConfig.
+// meaningful; start from DefaultConfig. The keys that set each field, their
+// defaults and bounds are the table in configkeys.go.
 type Config struct {
 	NodeID    int32
 	Listen    string // host:port the listener binds
@@ -46,32 +47,29 @@ type Config struct {
 	OffsetsRetention           time.Duration // offsets.retention.minutes
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
+
+	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
+	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
+	// core). cmd/sluice reads them; the engine never touches a socket.
+	Net      string
+	NetLoops int
 }
 
-// DefaultConfig returns the embedded defaults that `sluice serve` runs with.
+// DefaultConfig returns the embedded defaults that `sluice serve` runs
+// with: every row of the config table (configkeys.go) applied to a zero
+// Config.
 func DefaultConfig() Config {
-	return Config{
-		NodeID:                      1,
-		Listen:                      "localhost:9092",
-		DataDir:                     "./data",
-		NumPartitions:               1,
-		AutoCreateTopics:            true,
-		DeleteTopicEnable:           true,
-		MessageMaxBytes:             1048588,
-		SocketRequestMaxBytes:       100 << 20,
-		ConnectionsMaxIdle:          10 * time.Minute,
-		Log:                         storage.DefaultConfig(),
-		CompressionType:             "producer",
-		RetentionCheckInterval:      5 * time.Minute,
-		GroupInitialRebalanceDelay:  3 * time.Second,
-		GroupMinSessionTimeout:      6 * time.Second,
-		GroupMaxSessionTimeout:      30 * time.Minute,
-		GroupMaxSize:                math.MaxInt32,
-		OffsetsTopicPartitions:      50,
-		OffsetsTopicSegmentBytes:    100 << 20,
-		OffsetsRetention:            7 * 24 * time.Hour,
-		MaxIncrementalFetchSessions: 1000,
+	var c Config
+	for i := range configKeys {
+		k := &configKeys[i]
+		if k.def == "" || k.use != useConfig {
+			continue
+		}
+		if err := k.apply(&c, k.def); err != nil {
+			panic(fmt.Sprintf("engine: default of %s: %v", k.name, err))
+		}
 	}
+	return c
 }
 
 // AdvertisedHostPort splits the address clients are told to use.
@@ -94,135 +92,124 @@ func (c *Config) AdvertisedHostPort() (string, int32, error) {
 	return host, int32(p), nil
 }
 
-// brokerKey is one server.properties key: how to apply its value.
-type brokerKey struct {
-	name  string
-	apply func(c *Config, v string) error
-}
-
-// ApplyProperties reads a Kafka-style server.properties into c. Unknown keys
-// are returned (for the caller to warn about); a bad value is an error that
-// names its key and line.
+// ApplyProperties reads a Kafka-style server.properties into c, the one
+// reader of that file. Unknown keys are returned in file order (for the
+// caller to warn about); a bad value is an error that names its key and
+// line, after which c is not to be used.
+//
+// Every line is checked before any is applied, so that of a key's spellings
+// the most specific wins wherever it stands, as in Kafka
+// (log.retention.ms > log.retention.minutes > log.retention.hours). A key
+// given twice takes its last value. Keys the table marks ignored are
+// accepted whatever their value.
 func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
-	sc := bufio.NewScanner(r)
-	line := 0
-	for sc.Scan() {
-		line++
-		key, val, ok := splitProperty(sc.Text())
-		if !ok {
+	props, err := readProperties(r)
+	if err != nil {
+		return nil, err
+	}
+	given := map[string]property{}
+	for _, p := range props {
+		ref, ok := brokerKeys[p.key]
+		if !ok || ref.key.use == useFixed {
+			unknown = append(unknown, p.key)
 			continue
 		}
-		k := brokerKeys[key]
-		if k == nil {
-			unknown = append(unknown, key)
+		if ref.key.use != useConfig {
 			continue
 		}
-		if err := k.apply(c, val); err != nil {
-			return unknown, fmt.Errorf("config line %d: %s=%q: %w", line, key, val, err)
+		if _, err := ref.inKeyUnits(p.val); err != nil {
+			return unknown, p.errorf("%w", err)
+		}
+		given[p.key] = p
+	}
+	for i := range configKeys {
+		if err := configKeys[i].applyGiven(c, given); err != nil {
+			return unknown, err
 		}
 	}
-	return unknown, sc.Err()
+	return unknown, nil
 }
 
-// splitProperty parses "key=value" or "key: value", skipping comments.
-func splitProperty(s string) (key, val string, ok bool) {
-	s = strings.TrimSpace(s)
-	if s == "" || s[0] == '#' || s[0] == '!' {
-		return "", "", false
+// Set applies one key (or alias) and its value to c, as a server.properties
+// line would; `sluice serve` layers its flags and environment through it.
+func (c *Config) Set(name, value string) error {
+	ref, ok := brokerKeys[name]
+	if !ok || ref.key.use != useConfig {
+		return fmt.Errorf("%s: not a key Sluice sets", name)
 	}
-	i := strings.IndexAny(s, "=:")
-	if i < 0 {
-		return s, "", true
+	v, err := ref.inKeyUnits(value)
+	if err == nil {
+		err = ref.key.apply(c, v)
 	}
-	return strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]), true
+	if err != nil {
+		return fmt.Errorf("%s=%q: %w", name, value, err)
+	}
+	return nil
 }
 
-var brokerKeys = map[string]*brokerKey{}
-
-func init() {
-	for _, k := range []brokerKey{
-		{"node.id", intKey(func(c *Config, v int64) { c.NodeID = int32(v) }, 0, math.MaxInt32)},
-		{"broker.id", intKey(func(c *Config, v int64) { c.NodeID = int32(v) }, 0, math.MaxInt32)},
-		{"listeners", func(c *Config, v string) error { return setListener(&c.Listen, v) }},
-		{"advertised.listeners", func(c *Config, v string) error { return setListener(&c.Advertise, v) }},
-		{"log.dirs", func(c *Config, v string) error { return setDir(c, v) }},
-		{"log.dir", func(c *Config, v string) error { return setDir(c, v) }},
-		{"num.partitions", intKey(func(c *Config, v int64) { c.NumPartitions = int32(v) }, 1, math.MaxInt32)},
-		{"auto.create.topics.enable", boolKey(func(c *Config, v bool) { c.AutoCreateTopics = v })},
-		{"delete.topic.enable", boolKey(func(c *Config, v bool) { c.DeleteTopicEnable = v })},
-		{"log.segment.bytes", intKey(func(c *Config, v int64) { c.Log.SegmentBytes = v }, 14, math.MaxInt32)},
-		{"log.roll.ms", intKey(func(c *Config, v int64) { c.Log.SegmentMs = v }, 1, math.MaxInt64)},
-		{"log.roll.hours", intKey(func(c *Config, v int64) { c.Log.SegmentMs = v * 3600_000 }, 1, math.MaxInt32)},
-		{"log.index.size.max.bytes", intKey(func(c *Config, v int64) { c.Log.SegmentIndexBytes = int32(v) }, 4, math.MaxInt32)},
-		{"log.index.interval.bytes", intKey(func(c *Config, v int64) { c.Log.IndexIntervalBytes = int32(v) }, 0, math.MaxInt32)},
-		{"log.retention.ms", intKey(func(c *Config, v int64) { c.Log.RetentionMs = v }, -1, math.MaxInt64)},
-		{"log.retention.minutes", intKey(func(c *Config, v int64) { c.Log.RetentionMs = v * 60_000 }, -1, math.MaxInt32)},
-		{"log.retention.hours", intKey(func(c *Config, v int64) { c.Log.RetentionMs = v * 3600_000 }, -1, math.MaxInt32)},
-		{"log.retention.bytes", intKey(func(c *Config, v int64) { c.Log.RetentionBytes = v }, -1, math.MaxInt64)},
-		{"log.retention.check.interval.ms", intKey(func(c *Config, v int64) { c.RetentionCheckInterval = time.Duration(v) * time.Millisecond }, 1, math.MaxInt64)},
-		{"log.flush.interval.messages", intKey(func(c *Config, v int64) { c.Log.FlushMessages = v }, 1, math.MaxInt64)},
-		{"log.flush.interval.ms", intKey(func(c *Config, v int64) { c.Log.FlushMs = v }, 0, math.MaxInt64)},
-		{"log.segment.delete.delay.ms", intKey(func(c *Config, v int64) { c.Log.FileDeleteDelayMs = v }, 0, math.MaxInt64)},
-		{"log.message.timestamp.type", func(c *Config, v string) error { return setTimestampType(&c.Log, v) }},
-		{"log.cleanup.policy", func(c *Config, v string) error { return setCleanupPolicy(&c.Log, v) }},
-		{"compression.type", func(c *Config, v string) error { return setCompression(&c.CompressionType, v) }},
-		{"message.max.bytes", intKey(func(c *Config, v int64) { c.MessageMaxBytes = int32(v); c.Log.MaxMessageBytes = int32(v) }, 0, math.MaxInt32)},
-		{"socket.request.max.bytes", intKey(func(c *Config, v int64) { c.SocketRequestMaxBytes = int32(v) }, 1, math.MaxInt32)},
-		{"connections.max.idle.ms", intKey(func(c *Config, v int64) { c.ConnectionsMaxIdle = time.Duration(v) * time.Millisecond }, 1, math.MaxInt64)},
-		{"group.initial.rebalance.delay.ms", intKey(func(c *Config, v int64) { c.GroupInitialRebalanceDelay = time.Duration(v) * time.Millisecond }, 0, math.MaxInt32)},
-		{"group.min.session.timeout.ms", intKey(func(c *Config, v int64) { c.GroupMinSessionTimeout = time.Duration(v) * time.Millisecond }, 0, math.MaxInt32)},
-		{"group.max.session.timeout.ms", intKey(func(c *Config, v int64) { c.GroupMaxSessionTimeout = time.Duration(v) * time.Millisecond }, 0, math.MaxInt32)},
-		{"group.max.size", intKey(func(c *Config, v int64) { c.GroupMaxSize = int32(v) }, 1, math.MaxInt32)},
-		{"offsets.topic.num.partitions", intKey(func(c *Config, v int64) { c.OffsetsTopicPartitions = int32(v) }, 1, 10000)},
-		{"offsets.topic.segment.bytes", intKey(func(c *Config, v int64) { c.OffsetsTopicSegmentBytes = v }, 1, math.MaxInt32)},
-		{"offsets.retention.minutes", intKey(func(c *Config, v int64) { c.OffsetsRetention = time.Duration(v) * time.Minute }, 1, math.MaxInt32)},
-		{"max.incremental.fetch.session.cache.slots", intKey(func(c *Config, v int64) { c.MaxIncrementalFetchSessions = int(v) }, 0, math.MaxInt32)},
-		// Accepted for compatibility with stock Kafka files; single-node
-		// Sluice has nothing to tune with them.
-		{"process.roles", ignoreKey}, {"controller.quorum.voters", ignoreKey},
-		{"controller.quorum.bootstrap.servers", ignoreKey}, {"controller.listener.names", ignoreKey},
-		{"inter.broker.listener.name", ignoreKey}, {"listener.security.protocol.map", ignoreKey},
-		{"num.network.threads", ignoreKey}, {"num.io.threads", ignoreKey},
-		{"socket.send.buffer.bytes", ignoreKey}, {"socket.receive.buffer.bytes", ignoreKey},
-		{"num.recovery.threads.per.data.dir", ignoreKey},
-		{"offsets.topic.replication.factor", ignoreKey}, {"transaction.state.log.replication.factor", ignoreKey},
-		{"transaction.state.log.min.isr", ignoreKey}, {"default.replication.factor", ignoreKey},
-		{"min.insync.replicas", ignoreKey}, {"share.coordinator.state.topic.replication.factor", ignoreKey},
-		{"share.coordinator.state.topic.min.isr", ignoreKey},
-	} {
-		k := k
-		brokerKeys[k.name] = &k
-	}
-}
-
-func ignoreKey(*Config, string) error { return nil }
-
-func intKey(set func(*Config, int64), min, max int64) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("not an integer")
+// applyGiven applies the most specific of k's spellings found in given.
+// Spellings marked same must agree (Kafka refuses node.id != broker.id).
+func (k *configKey) applyGiven(c *Config, given map[string]property) error {
+	p, found := given[k.name]
+	for _, a := range k.aliases {
+		ap, ok := given[a.name]
+		switch {
+		case !ok:
+		case !found:
+			p, found = ap, true
+		case a.same && ap.val != p.val:
+			return ap.errorf("must equal %s=%q", p.key, p.val)
 		}
-		if n < min || n > max {
-			return fmt.Errorf("out of range [%d, %d]", min, max)
-		}
-		set(c, n)
+	}
+	if !found {
 		return nil
 	}
+	v, err := brokerKeys[p.key].inKeyUnits(p.val)
+	if err == nil {
+		err = k.apply(c, v)
+	}
+	if err != nil {
+		return p.errorf("%w", err)
+	}
+	return nil
 }
 
-func boolKey(set func(*Config, bool)) func(*Config, string) error {
-	return func(c *Config, v string) error {
-		switch strings.ToLower(v) {
-		case "true":
-			set(c, true)
-		case "false":
-			set(c, false)
-		default:
-			return fmt.Errorf("not a boolean (true or false)")
-		}
-		return nil
+// inKeyUnits checks a value given under this spelling and converts it to
+// the key's units (log.retention.hours=1 is log.retention.ms=3600000; a
+// negative count is -1, Kafka's "unlimited").
+func (r keyRef) inKeyUnits(v string) (string, error) {
+	if r.alias == nil || r.alias.unit <= 1 {
+		return v, r.key.check(v)
 	}
+	min, _ := r.key.bounds()
+	n, err := parseInt(strings.TrimSpace(v), min, math.MaxInt32) // Kafka's aliases are INTs
+	switch {
+	case err != nil:
+		return "", err
+	case n < 0:
+		return "-1", nil
+	}
+	return itoa(n * r.alias.unit), nil
+}
+
+// property is one "key=value" line of a .properties file.
+type property struct {
+	key, val string
+	line     int
+}
+
+func (p property) errorf(format string, args ...any) error {
+	return fmt.Errorf("config line %d: %s=%q: %w", p.line, p.key, p.val, fmt.Errorf(format, args...))
+}
+
+// readProperties reads a .properties file's keys in file order.
+func readProperties(r io.Reader) ([]property, error) {
+	lines, err := properties.Read(r)
+	out := make([]property, len(lines))
+	for i, l := range lines {
+		out[i] = property{l.Key, l.Value, l.Number}
+	}
+	return out, err
 }
 
 // setListener takes the first PLAINTEXT listener of a Kafka listener list
@@ -255,5 +242,18 @@ func setDir(c *Config, v string) error {
 		return fmt.Errorf("empty")
 	}
 	c.DataDir = strings.TrimSpace(dirs[0])
+	return nil
+}
+
+func listenerOrEmpty(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "PLAINTEXT://" + addr
+}
+
+func setMessageMaxBytes(c *Config, v string) error {
+	n := int32(atoi(v))
+	c.MessageMaxBytes, c.Log.MaxMessageBytes = n, n
 	return nil
 }

@@ -253,3 +253,85 @@ func TestTopicConfigsSurviveRestart(t *testing.T) {
 		t.Fatalf("after restart: settings %+v, %d partitions", s.Log, len(tp.Partitions()))
 	}
 }
+
+// describeAll asks for every key of one resource with DescribeConfigs v4,
+// with synonyms and documentation.
+func describeAll(t *testing.T, tb *testbroker.Broker, typ kmsg.ConfigResourceType, name string) []kmsg.DescribeConfigsResponseResourceConfig {
+	t.Helper()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version, req.IncludeSynonyms, req.IncludeDocumentation = 4, true, true
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = typ, name
+	req.Resources = append(req.Resources, rr)
+	r := adminRaw(t, tb.Addr, req).(*kmsg.DescribeConfigsResponse).Resources[0]
+	if r.ErrorCode != 0 {
+		t.Fatalf("describe %v %s: error %d", typ, name, r.ErrorCode)
+	}
+	return r.Configs
+}
+
+// checkDescribed checks that configs answer every key of want exactly
+// once, typed and flagged as the config table says, each with
+// documentation, its source the one in sources (DEFAULT_CONFIG otherwise)
+// and that source first among its synonyms.
+func checkDescribed(t *testing.T, configs []kmsg.DescribeConfigsResponseResourceConfig, want map[string]engine.DescribedKey, sources map[string]kmsg.ConfigSource) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, c := range configs {
+		w, ok := want[c.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s: not a key of this resource", c.Name)
+			continue
+		case seen[c.Name]:
+			t.Errorf("%s: answered twice", c.Name)
+		}
+		seen[c.Name] = true
+		source, ok := sources[c.Name]
+		if !ok {
+			source = kmsg.ConfigSourceDefaultConfig
+		}
+		if c.ConfigType != w.Type || c.ReadOnly != w.ReadOnly || c.IsSensitive != w.Sensitive || c.Source != source ||
+			c.Documentation == nil || *c.Documentation == "" ||
+			len(c.ConfigSynonyms) == 0 || c.ConfigSynonyms[0].Source != source {
+			t.Errorf("%s: %+v, want %+v from %v", c.Name, c, w, source)
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("%s: not answered", name)
+		}
+	}
+}
+
+// TestDescribeConfigsAnswersEveryKeyOnce: BROKER and TOPIC resources answer
+// every key of the config table once, with its type, read-only flag and
+// source.
+func TestDescribeConfigsAnswersEveryKeyOnce(t *testing.T) {
+	tb := startConfigBroker(t)
+	adm := tb.Admin(t)
+	node := strconv.Itoa(int(tb.Broker.Config().NodeID))
+	brokerKeys := engine.DescribedBrokerKeys()
+	for name, typ := range map[string]kmsg.ConfigType{"node.id": kmsg.ConfigTypeInt, "broker.id": kmsg.ConfigTypeInt,
+		"log.retention.ms": kmsg.ConfigTypeLong, "log.cleanup.policy": kmsg.ConfigTypeList, "sluice.net": kmsg.ConfigTypeString,
+		"auto.create.topics.enable": kmsg.ConfigTypeBoolean, "log.cleaner.min.cleanable.ratio": kmsg.ConfigTypeDouble} {
+		if k, ok := brokerKeys[name]; !ok || k.Type != typ || !k.ReadOnly {
+			t.Errorf("broker key %s: %+v", name, k)
+		}
+	}
+	// testbroker sets these as server.properties would.
+	static := map[string]kmsg.ConfigSource{}
+	for _, name := range []string{"log.segment.bytes", "listeners", "advertised.listeners", "log.dirs", "group.initial.rebalance.delay.ms", "offsets.topic.num.partitions"} {
+		static[name] = kmsg.ConfigSourceStaticBrokerConfig
+	}
+	checkDescribed(t, describeAll(t, tb, kmsg.ConfigResourceTypeBroker, node), brokerKeys, static)
+
+	if _, err := adm.CreateTopic(adminCtx(t), 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("1234")}, "every-key"); err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]kmsg.ConfigSource{
+		"retention.ms":  kmsg.ConfigSourceDynamicTopicConfig,
+		"segment.bytes": kmsg.ConfigSourceStaticBrokerConfig,
+	}
+	checkDescribed(t, describeAll(t, tb, kmsg.ConfigResourceTypeTopic, "every-key"), engine.DescribedTopicKeys(), sources)
+}

@@ -57,10 +57,9 @@ func BenchmarkHandleFetch(b *testing.B) {
 	for i := 0; i < 10; i++ {
 		p := br.Topic("bench").Partition(0)
 		e := []storage.AppendEntry{{Records: append([]byte(nil), batch...)}}
-		if err := p.Log.Append(e, storage.AppendOptions{}); err != nil {
+		if err := p.append(e, 1, 0); err != nil {
 			b.Fatal(err)
 		}
-		br.advanceHighWatermark(p)
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.MaxBytes = 1 << 20

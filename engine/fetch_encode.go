@@ -118,7 +118,7 @@ func (f *fetch) encodePartition(w *frameWriter, fp *fetchPart) {
 	}
 	// Aborted transactions: none, but read_committed readers get an empty
 	// list where others get null, as from Kafka.
-	if f.committed && fp.err == 0 {
+	if f.isolation == fetchTxnCommitted && fp.err == 0 {
 		*b = appendArrayLen(*b, 0, flex)
 	} else {
 		*b = appendNullArray(*b, flex)

@@ -41,7 +41,7 @@ func testBroker() *Broker {
 // partition.
 func sampleFetch(b *Broker, file *os.File, version int16) *fetch {
 	reg := func(pos, n int64) storage.Region { return storage.Region{File: file, Pos: pos, Len: n} }
-	f := &fetch{b: b, version: version, committed: version%2 == 0, sessionID: 42}
+	f := &fetch{b: b, version: version, isolation: committedIf(version%2 == 0), sessionID: 42}
 	f.parts = []fetchPart{
 		{topicName: "alpha", topicID: [16]byte{1}, partition: 0, hw: 100, logStart: 3, records: reg(16, 100), divergingEpoch: -1, leaderEpoch: -1},
 		{topicName: "alpha", topicID: [16]byte{1}, partition: 1, omit: true, divergingEpoch: -1, leaderEpoch: -1},
@@ -145,7 +145,7 @@ func checkPartition(t testing.TB, f *fetch, fp *fetchPart, data []byte, p *kmsg.
 	if v >= 5 && p.LogStartOffset != fp.logStart {
 		t.Fatalf("v%d: log start %d, want %d", v, p.LogStartOffset, fp.logStart)
 	}
-	if wantNull := !f.committed || fp.err != 0; (p.AbortedTransactions == nil) != wantNull || len(p.AbortedTransactions) != 0 {
+	if wantNull := f.isolation != fetchTxnCommitted || fp.err != 0; (p.AbortedTransactions == nil) != wantNull || len(p.AbortedTransactions) != 0 {
 		t.Fatalf("v%d: aborted transactions %v, want null=%v", v, p.AbortedTransactions, wantNull)
 	}
 	if p.PreferredReadReplica != -1 {
@@ -229,7 +229,7 @@ func FuzzFetchEncode(f *testing.F) {
 // topic, whether it is omitted, errored, diverging or names a leader, and
 // how many record bytes it carries.
 func fuzzFetch(b *Broker, file *os.File, version int16, layout []byte) *fetch {
-	f := &fetch{b: b, version: version, committed: len(layout)%2 == 1, sessionID: int32(len(layout))}
+	f := &fetch{b: b, version: version, isolation: committedIf(len(layout)%2 == 1), sessionID: int32(len(layout))}
 	names := []string{"a", "bb", "ccc", "a"}
 	for i, c := range layout {
 		topic := int(c>>6) & 3
@@ -254,4 +254,12 @@ func fuzzFetch(b *Broker, file *os.File, version int16, layout []byte) *fetch {
 		f.parts = append(f.parts, fp)
 	}
 	return f
+}
+
+// committedIf is read_committed's isolation when c holds, else read_uncommitted's.
+func committedIf(c bool) fetchIsolation {
+	if c {
+		return fetchTxnCommitted
+	}
+	return fetchHighWatermark
 }

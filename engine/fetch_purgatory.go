@@ -8,8 +8,8 @@ import (
 
 // fetchPurgatory holds long-polling fetches: requests that found fewer than
 // min.bytes to return and may wait up to max.wait.ms for more. A waiter is
-// registered under every partition it reads; the produce path calls wake
-// with the bytes it just made visible, and once a waiter has seen min.bytes
+// registered under every partition it reads; the partition calls wake with
+// the bytes a high watermark move just made visible (partition.go), and once a waiter has seen min.bytes
 // (or its wait expires, or the broker closes) it is completed exactly once:
 // its fetch is read again from the logs and answered from the goroutine
 // that completed it. No file region is held while waiting.

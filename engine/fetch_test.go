@@ -107,7 +107,7 @@ func TestFetchErrors(t *testing.T) {
 	req := fetchReq("f", topic.ID, map[int32]int64{0: 0})
 	req.Topics[0].Partitions[0].CurrentLeaderEpoch = 3
 	check("future leader epoch", 12, req, kerr.UnknownLeaderEpoch)
-	tb.Broker.Topic("f").Partition(0).LeaderEpoch.Store(2)
+	engine.BecomeLeader(tb.Broker.Topic("f").Partition(0), 2)
 	req.Topics[0].Partitions[0].CurrentLeaderEpoch = 1
 	check("stale leader epoch, v12", 12, req, kerr.FencedLeaderEpoch)
 	resp := do[*kmsg.FetchResponse](rc, req, 16)
@@ -124,7 +124,7 @@ func TestFetchErrors(t *testing.T) {
 func TestFetchDivergingEpoch(t *testing.T) {
 	tb, topic, rc, _ := fetchSetup(t, 1, smallBatch(t, "a", "b"))
 	p := tb.Broker.Topic("f").Partition(0)
-	p.LeaderEpoch.Store(1)
+	engine.BecomeLeader(p, 1)
 	if r := produceRaw(rc, 12, 1, "f", 0, smallBatch(t, "c")); r.ErrorCode != 0 {
 		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
 	}

@@ -3,75 +3,74 @@ package engine
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/group"
+	"github.com/sluice-broker/sluice/record"
 )
 
-// The records the coordinator writes decode back, through kmsg's own
-// RecordBatch and Record decoders (an independent reader), to the same keys
-// and values, tombstones included.
-func TestOffsetsRecordBatchRoundTrip(t *testing.T) {
-	recs := []offsetsRecord{
-		offsetCommitRecord("g", offsetTP{"t", 3}, &committedOffset{offset: 42, leaderEpoch: 7, metadata: "m", commitMs: 1000, expireMs: -1}),
-		offsetCommitRecord("g", offsetTP{"t", 4}, nil),
-		{key: groupMetadataKey("g")},
-	}
-	batch := appendRecordBatch(nil, 1234, recs)
+// bytesLog is a group.PartitionLog over raw log bytes, replayed with the
+// adapter's own decoder.
+type bytesLog []byte
 
-	var rb kmsg.RecordBatch
-	if err := rb.ReadFrom(batch); err != nil {
-		t.Fatal(err)
-	}
-	if rb.Magic != 2 || rb.NumRecords != 3 || rb.LastOffsetDelta != 2 || rb.FirstTimestamp != 1234 || rb.ProducerID != -1 || int(rb.Length) != len(batch)-12 {
-		t.Fatalf("header: %+v", rb)
-	}
-	if crc := crc32.Checksum(batch[21:], crc32.MakeTable(crc32.Castagnoli)); uint32(rb.CRC) != crc {
-		t.Fatalf("crc %x, want %x", uint32(rb.CRC), crc)
-	}
-	b := rb.Records
-	for i, want := range recs {
-		var r kmsg.Record
-		n, used := binary.Varint(b)
-		if err := r.ReadFrom(b[:used+int(n)]); err != nil {
-			t.Fatalf("record %d: %v", i, err)
-		}
-		b = b[used+int(n):]
-		if r.OffsetDelta != int32(i) || !bytes.Equal(r.Key, want.key) || !bytes.Equal(r.Value, want.value) || (want.value == nil) != (r.Value == nil) {
-			t.Fatalf("record %d: %+v", i, r)
-		}
-	}
+func (l bytesLog) Append([]byte) (int64, error) { return 0, nil }
 
-	var got []offsetsRecord
-	next, err := replayBatches(batch, new([]byte), func(k, v []byte) error {
-		got = append(got, offsetsRecord{bytes.Clone(k), cloneOrNil(v)})
+func (l bytesLog) Replay(fn func(key, value []byte) error) error {
+	_, err := replayBatches(l, new([]byte), fn)
+	return err
+}
+
+// The adapter's replay walks batches in order, compressed ones included,
+// and hands out each record's key and value.
+func TestGroupLogReplayBatches(t *testing.T) {
+	k1 := kmsg.OffsetCommitKey{Version: 1, Group: "g", Topic: "t", Partition: 0}
+	v1 := kmsg.NewOffsetCommitValue()
+	v1.Version, v1.Offset, v1.LeaderEpoch = 3, 42, -1
+	first := BuildTestBatch(t, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: k1.AppendTo(nil), Value: v1.AppendTo(nil)})
+	v1.Offset = 43
+	second := BuildTestBatch(t, TestBatchOpts{Codec: int8(record.Gzip), ProducerID: -1},
+		TestRecord{Key: k1.AppendTo(nil), Value: v1.AppendTo(nil)}, TestRecord{Key: []byte{0, 9}, Value: []byte("skipped")})
+	binary.BigEndian.PutUint64(second, 1) // base offset after the first batch
+	log := append(append([]byte{}, first...), second...)
+
+	var keys [][]byte
+	next, err := replayBatches(log, new([]byte), func(k, v []byte) error {
+		keys = append(keys, bytes.Clone(k))
 		return nil
 	})
-	if err != nil || next != 3 || len(got) != 3 || got[1].value != nil || !bytes.Equal(got[0].value, recs[0].value) {
-		t.Fatalf("replay: next %d, err %v, %d records", next, err, len(got))
+	if err != nil || next != 3 || len(keys) != 3 || !bytes.Equal(keys[1], k1.AppendTo(nil)) {
+		t.Fatalf("replay: next %d, err %v, %d records", next, err, len(keys))
+	}
+	c := group.New(group.Config{Partitions: 1, Clock: group.NewFakeClock(time.Unix(0, 0))})
+	defer c.Close()
+	if n, err := c.LoadPartition(0, bytesLog(log)); err != nil || n != 1 {
+		t.Fatalf("load: %d groups, %v", n, err)
+	}
+	fetched, _ := c.FetchOffsets("g", nil)
+	if len(fetched) != 1 || fetched[0].Partitions[0].Offset != 43 {
+		t.Fatalf("fetched %+v, want offset 43 (the last record wins)", fetched)
 	}
 }
 
-// Whatever a segment holds, replaying it returns an error or records; it
-// never panics.
+// Whatever a segment of __consumer_offsets holds, loading it returns an
+// error or groups; it never panics.
 func FuzzOffsetsReplay(f *testing.F) {
-	f.Add(appendRecordBatch(nil, 1, []offsetsRecord{
-		offsetCommitRecord("g", offsetTP{"t", 0}, &committedOffset{offset: 1, leaderEpoch: -1, expireMs: 5}),
-		{key: groupMetadataKey("g"), value: []byte{0, 3, 0, 0}},
-	}))
-	f.Add(appendRecordBatch(nil, 1, []offsetsRecord{{key: []byte{0, 9, 1}}}))
-	negative := appendRecordBatch(nil, 1, []offsetsRecord{{key: []byte{0, 2, 0, 0}}})
+	k := kmsg.OffsetCommitKey{Version: 1, Group: "g", Topic: "t", Partition: 0}
+	v := kmsg.NewOffsetCommitValue()
+	v.Version, v.ExpireTimestamp = 1, 5
+	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1},
+		TestRecord{Key: k.AppendTo(nil), Value: v.AppendTo(nil)},
+		TestRecord{Key: []byte{0, 2, 0, 0}, Value: []byte{0, 3, 0, 0}}))
+	f.Add(BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: []byte{0, 9, 1}}))
+	negative := BuildTestBatch(f, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: []byte{0, 2, 0, 0}})
 	binary.BigEndian.PutUint32(negative[8:], 0xff300000) // a negative batch length once panicked
 	f.Add(negative)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		loaded := map[string]*loadedGroup{}
-		get := func(name string) *loadedGroup {
-			if loaded[name] == nil {
-				loaded[name] = &loadedGroup{offsets: map[offsetTP]*committedOffset{}}
-			}
-			return loaded[name]
-		}
-		_, _ = replayBatches(b, new([]byte), func(k, v []byte) error { return loadRecord(get, k, v) })
+		c := group.New(group.Config{Partitions: 1, Clock: group.NewFakeClock(time.Unix(0, 0))})
+		defer c.Close()
+		_, _ = c.LoadPartition(0, bytesLog(b))
 	})
 }

@@ -538,6 +538,10 @@ func TestGroupMemberIDRequired(t *testing.T) {
 	wantCode(t, "join with no common protocol", c.do(t, joinRequest("kip394", o)).(*kmsg.JoinGroupResponse).ErrorCode, kerr.InconsistentGroupProtocol)
 }
 
+// Session timeouts through the wire: out-of-range timeouts are refused,
+// and a member that stops heartbeating leaves the group. (How long
+// heartbeats keep it and exactly when it expires is pinned on a fake
+// clock in engine/group: TestSessionTimeouts.)
 func TestGroupSessionTimeouts(t *testing.T) {
 	tb := groupBroker(t, func(c *engine.Config) { c.GroupMaxSessionTimeout = time.Minute })
 	c := dialGroup(t, tb.Addr)
@@ -548,18 +552,8 @@ func TestGroupSessionTimeouts(t *testing.T) {
 	}
 	j := awaitJoin(t, c.start(joinRequest(group, joinOpts{version: 3, session: 300 * time.Millisecond, rebalance: time.Second})))
 	c.do(t, syncRequest(2, group, j.MemberID, j.Generation, map[string]string{j.MemberID: "x"}))
-	waitState(t, c, group, "Stable", 1)
-	// Heartbeats keep the member in past its session timeout…
-	for i := 0; i < 6; i++ {
-		wantCode(t, "heartbeat", heartbeat(t, c, 3, group, j.MemberID, "", j.Generation), nil)
-		time.Sleep(100 * time.Millisecond)
-	}
-	// …and their absence expires it.
-	start := time.Now()
+	wantCode(t, "heartbeat", heartbeat(t, c, 3, group, j.MemberID, "", j.Generation), nil)
 	waitState(t, c, group, "Empty", 0)
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("member expired after %v with a 300ms session", time.Since(start))
-	}
 	wantCode(t, "heartbeat of an expired member", heartbeat(t, c, 3, group, j.MemberID, "", j.Generation), kerr.UnknownMemberID)
 }
 
@@ -583,15 +577,13 @@ func TestGroupRebalanceTimeoutKicksLaggards(t *testing.T) {
 	waitState(t, ca, group, "Stable", 2)
 
 	// C joins; A rejoins; B (alive by session) never does and is dropped
-	// when the rebalance timeout ends the join phase.
-	start := time.Now()
+	// when the rebalance timeout ends the join phase (that it is the
+	// timeout, not sooner, is pinned in engine/group:
+	// TestRebalanceTimeoutKicksLaggards).
 	jcCh := cc.start(joinRequest(group, joinOpts{version: 3, session: 10 * time.Second, rebalance: time.Second}))
 	waitState(t, ca, group, "PreparingRebalance", 3)
 	ja3 := awaitJoin(t, ca.start(joinRequest(group, o)))
 	jc := awaitJoin(t, jcCh)
-	if elapsed := time.Since(start); elapsed < 900*time.Millisecond {
-		t.Fatalf("join phase ended after %v, before the rebalance timeout", elapsed)
-	}
 	if ja3.Generation != jb.Generation+1 || jc.Generation != ja3.Generation || len(ja3.Members)+len(jc.Members) != 2 {
 		t.Fatalf("after the timeout: generations %d/%d, members %d/%d", ja3.Generation, jc.Generation, len(ja3.Members), len(jc.Members))
 	}
@@ -602,27 +594,23 @@ func TestGroupRebalanceTimeoutKicksLaggards(t *testing.T) {
 	waitState(t, ca, group, "PreparingRebalance", 1)
 }
 
+// Members starting together land in one generation thanks to the initial
+// rebalance delay. (Its length, and its extension by each new arrival, are
+// pinned on a fake clock in engine/group: TestInitialRebalanceDelay.)
 func TestGroupInitialRebalanceDelay(t *testing.T) {
-	// The delay is long next to the 200ms between the joins so that a
-	// loaded machine cannot make the second join miss the first delay.
-	const delay = 1500 * time.Millisecond
+	// The delay is long next to the time between the joins, so that a
+	// loaded machine cannot make the second join miss it.
+	const delay = 2 * time.Second
 	tb := groupBroker(t, func(c *engine.Config) { c.GroupInitialRebalanceDelay = delay })
 	const group = "delayed"
 	ca, cb := dialGroup(t, tb.Addr), dialGroup(t, tb.Addr)
 	o := joinOpts{version: 3, session: 20 * time.Second, rebalance: 15 * time.Second}
-	start := time.Now()
 	jaCh := ca.start(joinRequest(group, o))
-	time.Sleep(200 * time.Millisecond)
+	waitState(t, cb, group, "PreparingRebalance", 1)
 	jbCh := cb.start(joinRequest(group, o))
 	ja, jb := awaitJoin(t, jaCh), awaitJoin(t, jbCh)
-	elapsed := time.Since(start)
 	if ja.Generation != 1 || jb.Generation != 1 || len(ja.Members)+len(jb.Members) != 2 {
 		t.Fatalf("both members should land in generation 1: %d/%d, members %d/%d", ja.Generation, jb.Generation, len(ja.Members), len(jb.Members))
-	}
-	// A member arriving during the delay extends it by another delay,
-	// counted from its arrival, at least 200ms after the first join.
-	if elapsed < 200*time.Millisecond+delay {
-		t.Fatalf("initial join took %v, want at least %v", elapsed, 200*time.Millisecond+delay)
 	}
 }
 
@@ -785,7 +773,8 @@ func TestGroupAdmin(t *testing.T) {
 }
 
 // A shutdown answers JoinGroups parked in a rebalance instead of waiting
-// out the rebalance timeout while draining in-flight requests.
+// out the rebalance timeout while draining in-flight requests. (The
+// unload itself is pinned in engine/group: TestUnloadAnswersParkedJoin.)
 func TestGroupShutdownReleasesParkedJoin(t *testing.T) {
 	tb := groupBroker(t)
 	const group = "parked"
@@ -795,11 +784,7 @@ func TestGroupShutdownReleasesParkedJoin(t *testing.T) {
 	ca.do(t, syncRequest(2, group, ja.MemberID, ja.Generation, nil))
 	jbCh := cb.start(joinRequest(group, o)) // waits for A to rejoin, up to 30s
 	waitState(t, ca, group, "PreparingRebalance", 2)
-	start := time.Now()
 	tb.Stop(t)
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("shutdown took %v with a parked join", d)
-	}
 	select {
 	case r := <-jbCh:
 		if r.err == nil && r.resp.(*kmsg.JoinGroupResponse).ErrorCode != kerr.NotCoordinator.Code {

@@ -80,7 +80,7 @@ func TestListOffsets(t *testing.T) {
 
 func TestListOffsetsErrors(t *testing.T) {
 	tb, rc := listSetup(t)
-	tb.Broker.Topic("l").Partition(0).LeaderEpoch.Store(1)
+	engine.BecomeLeader(tb.Broker.Topic("l").Partition(0), 1)
 	check := func(name string, req *kmsg.ListOffsetsRequest, want ...*kerr.Error) {
 		t.Helper()
 		ps := do[*kmsg.ListOffsetsResponse](rc, req, 10).Topics[0].Partitions
@@ -124,7 +124,7 @@ func TestListOffsetsKadm(t *testing.T) {
 
 func TestOffsetForLeaderEpoch(t *testing.T) {
 	tb, rc := listSetup(t) // 5 records in epoch 0
-	tb.Broker.Topic("l").Partition(0).LeaderEpoch.Store(3)
+	engine.BecomeLeader(tb.Broker.Topic("l").Partition(0), 3)
 	produceRaw(rc, 12, 1, "l", 0, smallBatch(t, "f", "g")) // offsets 5, 6 in epoch 3
 	ask := func(current, epoch int32) kmsg.OffsetForLeaderEpochResponseTopicPartition {
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()

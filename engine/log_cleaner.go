@@ -48,10 +48,10 @@ func (b *Broker) compactLogs(nowMs int64) int {
 				return cleaned
 			default:
 			}
-			if !p.Log.CompactionDue(nowMs) {
+			if !p.compactionDue(nowMs) {
 				continue
 			}
-			st, err := p.Log.Compact(nowMs)
+			st, err := p.compact(nowMs)
 			if err != nil {
 				if !errors.Is(err, storage.ErrClosed) {
 					b.log.Error("log compaction failed", "topic", t.Name, "partition", p.Index, "err", err)

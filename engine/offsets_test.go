@@ -94,11 +94,11 @@ func TestOffsetsPartitionForGroup(t *testing.T) {
 	} {
 		before := make([]int64, len(parts))
 		for i, p := range parts {
-			before[i] = p.Log.LogEndOffset()
+			before[i] = p.LogEndOffset()
 		}
 		commitSimple(t, tb, c.group, map[string]map[int32]int64{"hashed": {0: 1}})
 		for i, p := range parts {
-			if grew := p.Log.LogEndOffset() > before[i]; grew != (i == c.partition) {
+			if grew := p.LogEndOffset() > before[i]; grew != (i == c.partition) {
 				t.Errorf("group %q: partition %d grew=%v, want the record in partition %d", c.group, i, grew, c.partition)
 			}
 		}

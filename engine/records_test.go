@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // TestRecord is one record for BuildTestBatch.
@@ -33,7 +35,7 @@ func BuildTestBatch(tb testing.TB, o TestBatchOpts, recs ...TestRecord) []byte {
 		raw = appendTestRecord(raw, int32(i), r)
 		maxTs = max(maxTs, o.FirstTimestamp+r.TimestampDelta)
 	}
-	section, err := compress(nil, o.Codec, raw)
+	section, err := record.Codec(o.Codec).Compress(nil, raw)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -67,21 +69,4 @@ func appendTestRecord(dst []byte, offsetDelta int32, r TestRecord) []byte {
 	body = binary.AppendVarint(body, 0) // headers
 	dst = binary.AppendVarint(dst, int64(len(body)))
 	return append(dst, body...)
-}
-
-func TestEachRecord(t *testing.T) {
-	var raw []byte
-	raw = appendTestRecord(raw, 0, TestRecord{Key: []byte("k"), Value: []byte("v"), TimestampDelta: 5})
-	raw = appendTestRecord(raw, 1, TestRecord{Value: []byte("no key"), TimestampDelta: -2})
-	var got []recordInfo
-	if err := eachRecord(raw, func(r recordInfo) bool { got = append(got, r); return true }); err != nil {
-		t.Fatal(err)
-	}
-	want := []recordInfo{{0, 5, true}, {1, -2, false}}
-	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-		t.Fatalf("records %+v, want %+v", got, want)
-	}
-	if err := eachRecord(raw[:len(raw)-3], func(recordInfo) bool { return true }); err == nil {
-		t.Fatal("truncated records section accepted")
-	}
 }

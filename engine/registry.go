@@ -1,24 +1,30 @@
 package engine
 
+// The partition manager: it keeps the partition logs this broker hosts in
+// step with the metadata image (image.go). After every change of the image
+// syncPartitions opens the logs of partitions the image places here
+// (replicas contain node.id), sets their role from the image, applies
+// changed topic configs to them, and closes and deletes the logs of topics
+// the image no longer has. Handlers find what is open through b.Topic,
+// b.TopicByID, b.Topics and t.Partition, which read a copy-on-write set
+// without locks.
+
 import (
 	"cmp"
-	"crypto/rand"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
+	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/storage"
 )
 
-// Topic is one topic and its partitions.
+// Topic is one topic and its partitions hosted on this broker.
 type Topic struct {
 	Name     string
 	ID       [16]byte
@@ -30,21 +36,9 @@ type Topic struct {
 	// settings is the effective config: broker defaults + overrides.
 	settings atomic.Pointer[TopicSettings]
 
-	// overrides holds the explicit topic-level configs; the map is replaced,
-	// never mutated, so readers need no lock.
+	// overrides holds the explicit topic-level configs: the image's map,
+	// which is never mutated, so readers need no lock.
 	overrides atomic.Pointer[map[string]string]
-	// mu serialises changes to partitions and configs.
-	mu sync.Mutex
-}
-
-// Partition is one partition of a topic, led by this broker.
-type Partition struct {
-	Topic *Topic
-	Index int32
-	Log   *storage.Log
-	// LeaderEpoch starts at 0 and only grows; single-node Sluice keeps it
-	// at 0 until the replication work changes leaders.
-	LeaderEpoch atomic.Int32
 }
 
 // Partitions returns the topic's partitions (do not modify).
@@ -65,138 +59,107 @@ func (t *Topic) Settings() *TopicSettings { return t.settings.Load() }
 // Overrides returns the topic's explicit configs (do not modify).
 func (t *Topic) Overrides() map[string]string { return *t.overrides.Load() }
 
-// registry holds every topic. Lookups take the read lock; creating and
-// deleting topics take the write lock and persist the topic list.
-type registry struct {
-	mu     sync.RWMutex
+// partitionManager holds the topics whose partitions are open here.
+type partitionManager struct {
+	// set is replaced whole by syncPartitions (which runs under meta.mu)
+	// when topics come or go; lookups load it without a lock.
+	set atomic.Pointer[topicSet]
+}
+
+// topicSet is one published generation of hosted topics. Invariant: byName,
+// byID and sorted hold the same topics; sorted is ordered by name.
+type topicSet struct {
 	byName map[string]*Topic
 	byID   map[[16]byte]*Topic
-	// persistMu serialises writes of the topics file.
-	persistMu sync.Mutex
+	sorted []*Topic
+}
+
+var emptyTopicSet = &topicSet{}
+
+func (m *partitionManager) load() *topicSet {
+	if s := m.set.Load(); s != nil {
+		return s
+	}
+	return emptyTopicSet
 }
 
 // Topic returns the named topic or nil.
-func (b *Broker) Topic(name string) *Topic {
-	b.topics.mu.RLock()
-	defer b.topics.mu.RUnlock()
-	return b.topics.byName[name]
-}
+func (b *Broker) Topic(name string) *Topic { return b.hosted.load().byName[name] }
 
 // TopicByID returns the topic with the given id or nil.
-func (b *Broker) TopicByID(id [16]byte) *Topic {
-	b.topics.mu.RLock()
-	defer b.topics.mu.RUnlock()
-	return b.topics.byID[id]
-}
+func (b *Broker) TopicByID(id [16]byte) *Topic { return b.hosted.load().byID[id] }
 
 // Topics returns all topics sorted by name.
-func (b *Broker) Topics() []*Topic {
-	b.topics.mu.RLock()
-	out := make([]*Topic, 0, len(b.topics.byName))
-	for _, t := range b.topics.byName {
-		out = append(out, t)
-	}
-	b.topics.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+func (b *Broker) Topics() []*Topic { return slices.Clone(b.hosted.load().sorted) }
 
-// ValidTopicName applies Kafka's rules for topic names.
-func ValidTopicName(name string) error {
-	if name == "" || name == "." || name == ".." {
-		return fmt.Errorf("topic name %q is illegal", name)
-	}
-	if len(name) > 249 {
-		return fmt.Errorf("topic name is longer than 249 characters")
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("topic name %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+// syncPartitions brings the hosted topics in step with img: it opens the
+// topics and partitions img adds, applies changed configs, publishes the
+// new set, then closes and deletes the logs of topics img removed. The
+// caller holds meta.mu. It is idempotent: a partition that failed to open
+// is tried again by the next call.
+func (b *Broker) syncPartitions(img metadata.Image) error {
+	old := b.hosted.load()
+	var added []*metadata.TopicImage
+	var errs []error
+	for ti := range img.AllTopics() {
+		t := old.byID[ti.ID]
+		if t == nil {
+			added = append(added, ti)
+			continue
+		}
+		if err := b.syncTopic(t, ti, img.TopicConfigs(ti.Name)); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return nil
-}
-
-// TopicError is an error with the Kafka error code it answers with.
-type TopicError struct {
-	Code *kerr.Error
-	Msg  string
-}
-
-func (e *TopicError) Error() string { return e.Msg }
-
-func topicErr(code *kerr.Error, format string, args ...any) error {
-	return &TopicError{Code: code, Msg: fmt.Sprintf(format, args...)}
-}
-
-// ErrorCode maps an error from the registry or storage to a Kafka code.
-func ErrorCode(err error) int16 {
-	if err == nil {
-		return 0
-	}
-	var te *TopicError
-	if errors.As(err, &te) {
-		return te.Code.Code
-	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Code
-	}
-	return storageErrorCode(err)
-}
-
-// CreateTopic validates and (unless validateOnly) creates a topic with
-// partitions partitions (-1 = num.partitions) and the given overrides.
-func (b *Broker) CreateTopic(name string, partitions int32, overrides map[string]string, validateOnly bool) (*Topic, error) {
-	if err := ValidTopicName(name); err != nil {
-		return nil, topicErr(kerr.InvalidTopicException, "%v", err)
-	}
-	if partitions == -1 {
-		partitions = b.cfg.NumPartitions
-	}
-	if partitions <= 0 || partitions > maxPartitionsPerTopic {
-		return nil, topicErr(kerr.InvalidPartitions, "number of partitions must be in [1, %d], got %d", maxPartitionsPerTopic, partitions)
-	}
-	for k, v := range overrides {
-		if err := ValidateTopicConfig(k, v); err != nil {
-			return nil, topicErr(kerr.InvalidConfig, "%v", err)
+	opened, err := b.openTopics(added, img)
+	errs = append(errs, err)
+	var gone []*Topic
+	for _, t := range old.sorted {
+		if img.TopicByID(t.ID) == nil {
+			gone = append(gone, t)
 		}
 	}
-	b.topics.mu.Lock()
-	defer b.topics.mu.Unlock()
-	if b.topics.byName[name] != nil {
-		return nil, topicErr(kerr.TopicAlreadyExists, "topic %q already exists", name)
+	if len(opened) > 0 || len(gone) > 0 {
+		b.hosted.set.Store(old.with(opened, gone))
 	}
-	if validateOnly {
-		return nil, nil
-	}
-	t, err := b.openTopic(name, newTopicID(), partitions, overrides)
-	if err != nil {
-		return nil, err
-	}
-	b.topics.byName[name] = t
-	b.topics.byID[t.ID] = t
-	if err := b.persistTopicsLocked(); err != nil {
-		return nil, err
-	}
-	b.log.Info("created topic", "topic", name, "partitions", partitions, "configs", overrides)
-	return t, nil
+	errs = append(errs, b.removeTopics(gone))
+	return cmp.Or(errs...)
 }
 
-// maxPartitionsPerTopic bounds a single request's disk and fd footprint.
-const maxPartitionsPerTopic = 10000
-
-// openTopic opens (creating if needed) the logs of a topic's partitions.
-func (b *Broker) openTopic(name string, id [16]byte, partitions int32, overrides map[string]string) (*Topic, error) {
-	t := &Topic{Name: name, ID: id, Internal: name == offsetsTopic}
-	if overrides == nil {
-		overrides = map[string]string{}
+// with returns a copy of s with added and without removed.
+func (s *topicSet) with(added, removed []*Topic) *topicSet {
+	n := &topicSet{byName: maps.Clone(s.byName), byID: maps.Clone(s.byID)}
+	if n.byName == nil {
+		n.byName, n.byID = map[string]*Topic{}, map[[16]byte]*Topic{}
 	}
-	t.overrides.Store(&overrides)
-	s := b.cfg.ResolveTopic(overrides)
-	t.settings.Store(&s)
-	parts, err := b.openPartitions(t, 0, partitions)
+	for _, t := range removed {
+		delete(n.byName, t.Name)
+		delete(n.byID, t.ID)
+	}
+	for _, t := range added {
+		n.byName[t.Name], n.byID[t.ID] = t, t
+	}
+	n.sorted = slices.SortedFunc(maps.Values(n.byName), func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
+	return n
+}
+
+// openTopics opens the given topics side by side and returns those that
+// opened, even on error (so that the caller's cleanup closes them).
+func (b *Broker) openTopics(tis []*metadata.TopicImage, img metadata.Image) ([]*Topic, error) {
+	topics := make([]*Topic, len(tis))
+	err := parallel(len(tis), func(i int) error {
+		var err error
+		topics[i], err = b.openTopic(tis[i], img.TopicConfigs(tis[i].Name))
+		return err
+	})
+	return slices.DeleteFunc(topics, func(t *Topic) bool { return t == nil }), err
+}
+
+// openTopic opens the logs of a topic's hosted partitions.
+func (b *Broker) openTopic(ti *metadata.TopicImage, overrides map[string]string) (*Topic, error) {
+	t := &Topic{Name: ti.Name, ID: ti.ID, Internal: ti.Name == offsetsTopic}
+	b.setOverrides(t, overrides)
+	parts, err := b.openPartitions(t, ti.Partitions, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -204,13 +167,52 @@ func (b *Broker) openTopic(name string, id [16]byte, partitions int32, overrides
 	return t, nil
 }
 
-// openPartitions opens partitions [from, to) of t side by side: opening a
-// log is dominated by fsync latency (clean-shutdown marker, directory), not
-// CPU, so a topic of many partitions opens in a fraction of the serial time.
-func (b *Broker) openPartitions(t *Topic, from, to int32) ([]*Partition, error) {
-	parts := make([]*Partition, to-from)
-	err := parallel(int(to-from), func(i int) error {
-		p, err := b.openPartition(t, from+int32(i))
+// setOverrides installs a topic's explicit configs and the settings they
+// resolve to.
+func (b *Broker) setOverrides(t *Topic, overrides map[string]string) {
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	t.overrides.Store(&overrides)
+	s := b.cfg.ResolveTopic(overrides)
+	t.settings.Store(&s)
+}
+
+// syncTopic opens partitions the image added to a hosted topic and applies
+// changed configs to its logs.
+func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[string]string) error {
+	if !maps.Equal(t.Overrides(), overrides) {
+		b.setOverrides(t, overrides)
+		for _, p := range t.Partitions() {
+			p.setConfig(t.Settings().Log)
+		}
+	}
+	old := t.Partitions()
+	if len(old) >= len(ti.Partitions) {
+		return nil
+	}
+	added, err := b.openPartitions(t, ti.Partitions[len(old):], int32(len(old)))
+	if err != nil {
+		return err
+	}
+	parts := append(slices.Clip(old), added...)
+	t.parts.Store(&parts)
+	return nil
+}
+
+// openPartitions opens partitions from, from+1, ... of t (described by pis)
+// side by side: opening a log is dominated by fsync latency (clean-shutdown
+// marker, directory), not CPU, so a topic of many partitions opens in a
+// fraction of the serial time.
+func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from int32) ([]*Partition, error) {
+	parts := make([]*Partition, len(pis))
+	err := parallel(len(pis), func(i int) error {
+		if !pis[i].Hosts(b.cfg.NodeID) {
+			// TODO(cluster issue): a partition hosted elsewhere has no log
+			// here; its slot stays nil. A single node hosts every one.
+			return nil
+		}
+		p, err := b.openPartition(t, from+int32(i), &pis[i])
 		parts[i] = p
 		return err
 	})
@@ -250,21 +252,30 @@ func parallel(n int, fn func(i int) error) error {
 	return first
 }
 
-func (b *Broker) openPartition(t *Topic, i int32) (*Partition, error) {
+// openPartition opens partition i's log and gives it the role the image
+// says.
+func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (*Partition, error) {
 	dir := filepath.Join(b.cfg.DataDir, t.Name+"-"+strconv.Itoa(int(i)))
 	l, err := storage.Open(dir, t.Settings().Log)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
-	p := &Partition{Topic: t, Index: i, Log: l}
-	p.LeaderEpoch.Store(max(l.LatestEpoch(), 0))
-	// Opening a partition makes this broker its leader with itself as the
-	// whole ISR, so the high watermark moves to the recovered log end at
-	// once, as Kafka's leader does when it takes over. The checkpointed
-	// watermark lags after an unclean stop, and without this move every
-	// acknowledged record above it would be invisible to consumers.
-	b.advanceHighWatermark(p)
+	p := newPartition(t, i, l, b.waiters)
+	b.setRole(p, pi)
 	return p, nil
+}
+
+// setRole makes p what the image says it is: leader at the image's epoch
+// when the image names this node, else a follower of the leader.
+func (b *Broker) setRole(p *Partition, pi *metadata.PartitionImage) {
+	// The log may have recorded a later epoch than the image: single-node
+	// epochs were only ever kept in the log's leader-epoch file.
+	epoch := max(pi.LeaderEpoch, p.storedEpoch())
+	if pi.Leader == b.cfg.NodeID {
+		p.becomeLeader(epoch)
+		return
+	}
+	p.becomeFollower(pi.Leader, epoch)
 }
 
 // closePartitions closes the (possibly nil) partitions' logs side by side.
@@ -273,174 +284,35 @@ func closePartitions(ps []*Partition) error {
 		if ps[i] == nil {
 			return nil
 		}
-		return ps[i].Log.Close()
+		return ps[i].close()
 	})
 }
 
-// DeleteTopic removes a topic and its data.
-func (b *Broker) DeleteTopic(name string) error {
-	b.topics.mu.Lock()
-	t := b.topics.byName[name]
-	if t == nil {
-		b.topics.mu.Unlock()
-		return topicErr(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
-	}
-	if t.Internal {
-		b.topics.mu.Unlock()
-		return topicErr(kerr.TopicAuthorizationFailed, "internal topic %q cannot be deleted", name)
-	}
-	delete(b.topics.byName, name)
-	delete(b.topics.byID, t.ID)
-	err := b.persistTopicsLocked()
-	b.topics.mu.Unlock()
-	for _, p := range t.Partitions() {
-		if derr := p.Log.Delete(); derr != nil && err == nil {
-			err = derr
+// removeTopics deletes the logs of topics the image no longer has, and
+// drops their committed offsets as Kafka does.
+func (b *Broker) removeTopics(gone []*Topic) error {
+	var errs []error
+	for _, t := range gone {
+		ps := t.Partitions()
+		errs = append(errs, parallel(len(ps), func(i int) error {
+			if ps[i] == nil {
+				return nil
+			}
+			return ps[i].delete()
+		}))
+		if b.groups != nil {
+			b.groups.topicDeleted(t.Name) // committed offsets go with the topic, as in Kafka
 		}
+		b.log.Info("deleted topic", "topic", t.Name)
 	}
-	b.groups.topicDeleted(name) // committed offsets go with the topic, as in Kafka
-	b.log.Info("deleted topic", "topic", name)
-	return err
+	return cmp.Or(errs...)
 }
 
-// CreatePartitions grows a topic to total partitions.
-func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) error {
-	t := b.Topic(name)
-	if t == nil {
-		return topicErr(kerr.UnknownTopicOrPartition, "topic %q does not exist", name)
+// closeTopics closes every hosted partition (shutdown).
+func (b *Broker) closeTopics() error {
+	var all []*Partition
+	for _, t := range b.Topics() {
+		all = append(all, t.Partitions()...)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := t.Partitions()
-	if total <= int32(len(old)) {
-		return topicErr(kerr.InvalidPartitions, "topic %q has %d partitions; the count can only grow", name, len(old))
-	}
-	if total > maxPartitionsPerTopic {
-		return topicErr(kerr.InvalidPartitions, "at most %d partitions per topic", maxPartitionsPerTopic)
-	}
-	if validateOnly {
-		return nil
-	}
-	added, err := b.openPartitions(t, int32(len(old)), total)
-	if err != nil {
-		return err
-	}
-	parts := append(append(make([]*Partition, 0, total), old...), added...)
-	t.parts.Store(&parts)
-	b.topics.mu.Lock()
-	defer b.topics.mu.Unlock()
-	return b.persistTopicsLocked()
-}
-
-// SetTopicConfigs replaces a topic's explicit configs (already validated)
-// and applies them to its partitions' logs.
-func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
-	t.mu.Lock()
-	t.overrides.Store(&overrides)
-	s := b.cfg.ResolveTopic(overrides)
-	t.settings.Store(&s)
-	t.mu.Unlock()
-	for _, p := range t.Partitions() {
-		p.Log.SetConfig(s.Log)
-	}
-	b.topics.mu.Lock()
-	defer b.topics.mu.Unlock()
-	return b.persistTopicsLocked()
-}
-
-func newTopicID() [16]byte {
-	var id [16]byte
-	for id == [16]byte{} {
-		_, _ = rand.Read(id[:])
-	}
-	return id
-}
-
-// topicRecord is a topic as stored in the topics file.
-type topicRecord struct {
-	Name       string            `json:"name"`
-	ID         [16]byte          `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
-}
-
-const topicsFile = "sluice-topics.json"
-
-// persistTopicsLocked writes the topic list atomically (temp file, fsync,
-// rename). The caller holds topics.mu.
-func (b *Broker) persistTopicsLocked() error {
-	b.topics.persistMu.Lock()
-	defer b.topics.persistMu.Unlock()
-	recs := make([]topicRecord, 0, len(b.topics.byName))
-	for _, t := range b.topics.byName {
-		recs = append(recs, topicRecord{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions())), Configs: t.Overrides()})
-	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
-	data, err := json.MarshalIndent(recs, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(filepath.Join(b.cfg.DataDir, topicsFile), data)
-}
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// loadTopics opens every topic listed in the topics file.
-func (b *Broker) loadTopics() error {
-	b.topics.byName = map[string]*Topic{}
-	b.topics.byID = map[[16]byte]*Topic{}
-	data, err := os.ReadFile(filepath.Join(b.cfg.DataDir, topicsFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var recs []topicRecord
-	if err := json.Unmarshal(data, &recs); err != nil {
-		return fmt.Errorf("%s: %w", topicsFile, err)
-	}
-	topics := make([]*Topic, len(recs))
-	err = parallel(len(recs), func(i int) error {
-		rec := recs[i]
-		var err error
-		topics[i], err = b.openTopic(rec.Name, rec.ID, rec.Partitions, rec.Configs)
-		return err
-	})
-	// Register what opened even on error, so the caller's cleanup closes it.
-	for _, t := range topics {
-		if t != nil {
-			b.topics.byName[t.Name] = t
-			b.topics.byID[t.ID] = t
-		}
-	}
-	return err
+	return closePartitions(all)
 }

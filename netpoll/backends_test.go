@@ -433,3 +433,38 @@ func TestShutdownForced(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownRacingServe: Shutdown called while Serve is still creating
+// the loops must wait for them, stop them all and leave no goroutine
+// behind. It raced before (Shutdown read the loop list Serve was writing,
+// and a loop created after Shutdown's wake-up never heard of it), found by
+// a broker stopped right after it started.
+func TestShutdownRacingServe(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		for i := 0; i < 20; i++ {
+			s, err := New(backend, echo, Options{Loops: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			served := make(chan error, 1)
+			go func() { served <- s.Serve(ln) }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if err := s.Shutdown(ctx); err != nil {
+				t.Fatalf("round %d: shutdown: %v", i, err)
+			}
+			cancel()
+			select {
+			case err := <-served:
+				if err != nil {
+					t.Fatalf("round %d: serve: %v", i, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("round %d: Serve did not return after Shutdown", i)
+			}
+		}
+	})
+}

@@ -134,13 +134,27 @@ func (s *loopServer) Serve(ln net.Listener) error {
 		return err
 	}
 	fds, err := s.listenerFds(ln)
+	// The hand-off happens under mu so that it either precedes Shutdown
+	// (the loops are running and close the listeners as they stop) or sees
+	// it and gives the descriptors back; a Shutdown that closed ln while we
+	// were starting is not Serve's error.
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil
+	}
 	if err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	share := len(fds) == 1 && len(s.loops) > 1
 	for i, fd := range fds {
 		s.loops[i].base().handOff(handoff{fd: fd, listener: true, share: share})
 	}
+	s.mu.Unlock()
 	<-s.done
 	return nil
 }
@@ -210,6 +224,10 @@ func (s *loopServer) Shutdown(ctx context.Context) error {
 		close(s.done)
 	}
 	s.mu.Unlock()
+	// A Serve may be creating the loops right now: wait for it (or create
+	// them), so that every loop exists before it is told to stop. A failed
+	// start has stopped its loops already.
+	_ = s.start()
 	s.closing.Store(true)
 	s.wakeAll()
 	finished := make(chan struct{})

@@ -6,11 +6,20 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // AppendEntry is one record set to append, with its outcome.
 type AppendEntry struct {
 	Records []byte // one or more RecordBatch v2; rewritten in place
+	// Header, when HasHeader is set, is the header of the first batch of
+	// Records as record.ParseHeader returns it. A caller that parsed it
+	// already (the produce path) passes it so that it is not parsed again;
+	// Append still validates the batch against it (length, magic, CRC-32C,
+	// counts, size).
+	Header    record.Header
+	HasHeader bool
 	// filled by Append:
 	Result AppendResult
 	Err    error
@@ -120,14 +129,15 @@ func failEntries(entries []AppendEntry, err error) {
 // sets Result.Duplicate with the original offsets.
 func (l *Log) prepareEntry(e *AppendEntry, opt *AppendOptions, now int64) (n, batches int64, err error) {
 	cfg := &l.mu.cfg
-	n, batches, records, err := validateRecordSet(e.Records, int64(cfg.MaxMessageBytes), opt.AllowControl)
+	var first record.Header
+	n, batches, records, err := validateRecordSet(e, &first, int64(cfg.MaxMessageBytes), opt.AllowControl)
 	if err != nil {
 		return 0, 0, err
 	}
 	if n > cfg.SegmentBytes {
 		return 0, 0, ErrRecordListTooLarge
 	}
-	if dup, isDup, err := l.checkProducersLocked(e.Records, now); err != nil {
+	if dup, isDup, err := l.checkProducersLocked(e.Records, &first, now); err != nil {
 		return 0, 0, err
 	} else if isDup {
 		e.Result.Duplicate = true
@@ -139,38 +149,60 @@ func (l *Log) prepareEntry(e *AppendEntry, opt *AppendOptions, now int64) (n, ba
 	return n, batches, nil
 }
 
-// validateRecordSet checks every batch of a record set and returns its size,
-// batch count and record count.
-func validateRecordSet(b []byte, maxSize int64, allowControl bool) (n, batches, records int64, err error) {
+// validateRecordSet checks every batch of e's record set and returns its
+// size, batch count and record count, and in first the header of its first
+// batch.
+func validateRecordSet(e *AppendEntry, first *record.Header, maxSize int64, allowControl bool) (n, batches, records int64, err error) {
+	b := e.Records
 	if len(b) == 0 {
 		return 0, 0, 0, errEmptyRecordSet
 	}
 	for n < int64(len(b)) {
-		size, err := checkBatch(b[n:], maxSize)
+		h, err := batchHeader(e, n)
 		if err != nil {
 			return 0, 0, 0, err
 		}
-		if b[n+posAttributes+1]&attrControl != 0 && !allowControl {
+		size, err := checkParsed(b[n:], &h, maxSize, false)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if h.IsControl() && !allowControl {
 			return 0, 0, 0, errControlFromClient
 		}
+		if batches == 0 {
+			*first = h
+		}
 		batches++
-		records += batchNumRecords(b[n:])
+		records += int64(h.NumRecords)
 		n += size
 	}
 	return n, batches, records, nil
 }
 
+// batchHeader is the header of the batch at pos in e.Records: the caller's
+// for the first batch if it gave it, parsed otherwise.
+func batchHeader(e *AppendEntry, pos int64) (record.Header, error) {
+	if pos == 0 && e.HasHeader {
+		return e.Header, nil
+	}
+	return parseHeader(e.Records[pos:])
+}
+
 // checkProducersLocked applies the idempotent producer rules to each batch
-// with a producer id, updating the state as it goes and undoing its updates
-// if a later batch of the same record set is rejected.
-func (l *Log) checkProducersLocked(b []byte, now int64) (dup batchMeta, isDup bool, err error) {
+// of the validated record set b with a producer id, updating the state as it
+// goes and undoing its updates if a later batch of the same record set is
+// rejected. first is the header of the first batch.
+func (l *Log) checkProducersLocked(b []byte, first *record.Header, now int64) (dup batchMeta, isDup bool, err error) {
 	p := l.producers
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	l.mu.undo = l.mu.undo[:0]
 	off := l.mu.nextOffset
-	for pos := int64(0); pos < int64(len(b)); pos += batchSize(b[pos:]) {
-		h, _ := ParseBatchHeader(b[pos:])
+	for pos := int64(0); pos < int64(len(b)); pos += record.Size(b[pos:]) {
+		h := *first
+		if pos > 0 {
+			h, _ = record.ParseHeader(b[pos:]) // validated: it parses
+		}
 		h.BaseOffset = off
 		off += int64(h.NumRecords)
 		if !h.HasProducerID() {
@@ -196,18 +228,18 @@ func (l *Log) stageLocked(e *AppendEntry, n int64, epoch int32, now int64) {
 	e.Result.FirstOffset = l.mu.nextOffset
 	e.Result.LogStartOffset = l.logStart.Load()
 	for pos := int64(0); pos < n; {
-		size := batchSize(b[pos:])
+		size := record.Size(b[pos:])
 		batch := b[pos : pos+size]
-		setBaseOffset(batch, l.mu.nextOffset)
-		setLeaderEpoch(batch, epoch)
+		record.SetBaseOffset(batch, l.mu.nextOffset)
+		record.SetLeaderEpoch(batch, epoch)
 		if cfg.TimestampType == LogAppendTime {
-			setLogAppendTime(batch, size, now)
+			record.SetLogAppendTime(batch, now)
 			e.Result.LogAppendTime = now
 		}
-		last := l.mu.nextOffset + batchLastOffsetDelta(batch)
-		s.trackBatch(s.size.Load()+l.mu.pending+pos, size, last, batchMaxTimestamp(batch), cfg.IndexIntervalBytes)
+		last := l.mu.nextOffset + int64(record.LastOffsetDelta(batch))
+		s.trackBatch(s.size.Load()+l.mu.pending+pos, size, last, record.MaxTimestamp(batch), cfg.IndexIntervalBytes)
 		l.mu.nextOffset = last + 1
-		l.mu.unflushedMsgs += batchNumRecords(batch)
+		l.mu.unflushedMsgs += int64(record.NumRecords(batch))
 		pos += size
 	}
 	e.Result.LastOffset = l.mu.nextOffset - 1

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 func TestAppendBatchedWithBadEntries(t *testing.T) {
@@ -82,7 +84,7 @@ func TestControlBatchesOnlyFromBroker(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), testConfig())
 	defer l.Close()
 	s := spec(1, 4)
-	s.attrs = attrControl | attrTransactional
+	s.attrs = record.AttrControl | record.AttrTransactional
 	s.pid, s.epoch, s.seq = 1, 0, -1
 	e := []AppendEntry{{Records: buildBatch(s)}}
 	l.Append(e, AppendOptions{})
@@ -111,7 +113,7 @@ func TestLogAppendTime(t *testing.T) {
 	}
 	l.SetHighWatermark(l.LogEndOffset())
 	hs := readAll(t, l, false) // checks the CRC
-	if hs[0].MaxTimestamp != 1234 || hs[0].Attributes&attrLogAppendTime == 0 {
+	if hs[0].MaxTimestamp != 1234 || hs[0].Attributes&record.AttrLogAppendTime == 0 {
 		t.Fatalf("%+v", hs[0])
 	}
 	if off, ts := l.MaxTimestamp(); off != 2 || ts != 1234 {

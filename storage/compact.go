@@ -59,15 +59,15 @@ package storage
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // CompactStats describes one Compact pass.
@@ -100,8 +100,6 @@ var cleanerMapBytes int64 = 128 << 20
 
 // mapEntryOverhead approximates what a map entry costs beyond its key.
 const mapEntryOverhead = 64
-
-var errBadRecordEncoding = fmt.Errorf("%w: malformed record in batch", ErrCorruptMessage)
 
 // errSegmentGone stops a pass whose segments retention deleted meanwhile.
 var errSegmentGone = errors.New("storage: segment deleted during compaction")
@@ -281,22 +279,23 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 	var mem int64
 	upto := p.dirty
 	for i := p.dirty; i < len(p.segs) && (i == p.dirty || mem < cleanerMapBytes); i++ {
-		err := l.eachBatch(p.segs[i], func(b []byte, h *BatchHeader) error {
+		err := l.eachBatch(p.segs[i], func(b []byte, h *record.Header) error {
 			if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
 				return nil
 			}
-			for _, r := range f.decoded {
-				if !r.hasKey {
+			for i := range f.decoded {
+				r := &f.decoded[i]
+				if r.Key == nil {
 					continue
 				}
-				off := h.BaseOffset + int64(r.offsetDelta)
-				if k, ok := f.keys[string(r.key)]; ok { // no key copy for known keys
+				off := h.BaseOffset + int64(r.OffsetDelta)
+				if k, ok := f.keys[string(r.Key)]; ok { // no key copy for known keys
 					f.latest[k] = off
 					continue
 				}
-				f.keys[string(r.key)] = len(f.latest)
+				f.keys[string(r.Key)] = len(f.latest)
 				f.latest = append(f.latest, off)
-				mem += int64(len(r.key)) + mapEntryOverhead
+				mem += int64(len(r.Key)) + mapEntryOverhead
 			}
 			return nil
 		})
@@ -312,7 +311,7 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 // eachBatch calls fn with every batch of a sealed segment, checked as
 // recovery checks it (a cleaner must not launder a bad CRC into a fresh
 // one). A failure names the segment file and position.
-func (l *Log) eachBatch(s *segment, fn func(b []byte, h *BatchHeader) error) error {
+func (l *Log) eachBatch(s *segment, fn func(b []byte, h *record.Header) error) error {
 	size := s.size.Load()
 	r := chunkReader{f: s.log, size: size}
 	r.mapForScan(0)
@@ -321,16 +320,15 @@ func (l *Log) eachBatch(s *segment, fn func(b []byte, h *BatchHeader) error) err
 		if l.closed.Load() {
 			return ErrClosed
 		}
+		var h record.Header
 		b, err := r.batchAt(pos)
 		if err == nil {
-			_, err = checkBatchAs(b, 0, true)
+			h, err = checkedHeader(b, 0, true)
 		}
 		if err != nil && s.deleted.Load() {
 			return errSegmentGone // its descriptor was closed under us
 		}
-		var h BatchHeader
 		if err == nil {
-			h, _ = ParseBatchHeader(b)
 			err = fn(b, &h)
 		}
 		if errors.Is(err, ErrCorruptMessage) || errors.Is(err, ErrInvalidRecord) {
@@ -380,7 +378,7 @@ func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *Com
 	var before int64
 	for _, s := range group {
 		before += s.size.Load()
-		err := l.eachBatch(s, func(b []byte, h *BatchHeader) error {
+		err := l.eachBatch(s, func(b []byte, h *record.Header) error {
 			kept, c, err := f.filter(b, h, st)
 			changed = changed || c
 			if err != nil || kept == nil {
@@ -500,7 +498,7 @@ func (w *cleanedWriter) add(b []byte) error {
 		// writing past its end would fault.
 		interval = math.MaxInt32
 	}
-	s.trackBatch(pos, int64(len(b)), batchBaseOffset(b)+batchLastOffsetDelta(b), batchMaxTimestamp(b), interval)
+	s.trackBatch(pos, int64(len(b)), record.LastOffset(b), record.MaxTimestamp(b), interval)
 	if _, err := w.w.Write(b); err != nil {
 		return err
 	}
@@ -573,58 +571,8 @@ type batchFilter struct {
 
 // cleanRec is one record of a batch being filtered.
 type cleanRec struct {
-	whole       []byte // the record, its length prefix included
-	attrs       byte
-	tsDelta     int64
-	rest        []byte // from offsetDelta to the end, kept verbatim on re-encoding
-	offsetDelta int32
-	key         []byte
-	hasKey      bool
-	tombstone   bool // null value
-}
-
-// nextRecord decodes the record at the start of b and returns it with its
-// size:
-//
-//	length varint | attributes int8 | timestampDelta varlong |
-//	offsetDelta varint | keyLength varint | key | valueLength varint | …
-func nextRecord(b []byte) (r cleanRec, n int, err error) {
-	size, used := binary.Varint(b)
-	if used <= 0 || size < 1 || size > int64(len(b)-used) {
-		return r, 0, errBadRecordEncoding
-	}
-	n = used + int(size)
-	r.whole = b[:n]
-	r.attrs = b[used]
-	p := b[used+1 : n]
-	var v int64
-	if v, p, err = varint(p); err != nil {
-		return r, 0, err
-	}
-	r.tsDelta, r.rest = v, p
-	if v, p, err = varint(p); err != nil || v < 0 || v > math.MaxInt32 {
-		return r, 0, errBadRecordEncoding
-	}
-	r.offsetDelta = int32(v)
-	if v, p, err = varint(p); err != nil || v < -1 || v > int64(len(p)) {
-		return r, 0, errBadRecordEncoding
-	}
-	if v >= 0 {
-		r.key, r.hasKey, p = p[:v], true, p[v:]
-	}
-	if v, p, err = varint(p); err != nil || v < -1 || v > int64(len(p)) {
-		return r, 0, errBadRecordEncoding
-	}
-	r.tombstone = v < 0
-	return r, n, nil
-}
-
-func varint(b []byte) (int64, []byte, error) {
-	v, n := binary.Varint(b)
-	if n <= 0 {
-		return 0, nil, errBadRecordEncoding
-	}
-	return v, b[n:], nil
+	record.Record
+	whole []byte // the record as encoded, its length prefix included
 }
 
 // decode decompresses batch b and decodes its records into f.decoded. It
@@ -633,53 +581,52 @@ func varint(b []byte) (int64, []byte, error) {
 // the header's): a batch whose CRC holds is what a client wrote and the
 // broker accepted, so the cleaner keeps it whole and maps none of its
 // keys rather than guess, or stop cleaning the log.
-func (f *batchFilter) decode(b []byte, h *BatchHeader) bool {
+func (f *batchFilter) decode(b []byte, h *record.Header) bool {
 	f.decoded = f.decoded[:0]
-	raw := b[BatchHeaderLen:h.Size()]
-	if h.Compression() != CodecNone {
-		var err error
-		if f.raw, err = Decompress(f.raw[:0], h.Compression(), raw, DefaultDecompressLimit); err != nil {
-			return false
-		}
-		raw = f.raw
+	raw, err := record.Records(f.raw, b, *h, record.DefaultDecompressLimit)
+	if err != nil {
+		return false
+	}
+	if h.Compression() != record.None {
+		f.raw = raw
 	}
 	prev := int32(-1)
-	for len(raw) > 0 {
-		r, n, err := nextRecord(raw)
-		if err != nil || r.offsetDelta <= prev || r.offsetDelta > h.LastOffsetDelta {
+	it := record.NewIter(raw)
+	for it.Next() {
+		r := it.Record()
+		if r.OffsetDelta <= prev || r.OffsetDelta > h.LastOffsetDelta {
 			return false
 		}
-		prev = r.offsetDelta
-		f.decoded = append(f.decoded, r)
-		raw = raw[n:]
+		prev = r.OffsetDelta
+		f.decoded = append(f.decoded, cleanRec{Record: *r, whole: it.Raw()})
 	}
-	return len(f.decoded) == int(h.NumRecords)
+	return it.Err() == nil && len(f.decoded) == int(h.NumRecords)
 }
 
 // filter returns what stays of batch b: b itself (changed false) when it
 // stays whole, a rewritten batch (valid until the next call) when some of
 // its records go or its tombstones get their delete horizon, nil when all
 // of it goes.
-func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept []byte, changed bool, err error) {
+func (f *batchFilter) filter(b []byte, h *record.Header, st *CompactStats) (kept []byte, changed bool, err error) {
 	if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
 		st.Records += int64(h.NumRecords)
 		st.RecordsKept += int64(h.NumRecords)
 		return b, false, nil
 	}
-	hadHorizon := h.Attributes&attrDeleteHorizon != 0
+	hadHorizon := h.HasDeleteHorizon()
 	expired := hadHorizon && f.now >= h.FirstTimestamp
 	f.kept = f.kept[:0]
 	tombstones := false
 	for _, r := range f.decoded {
-		off := h.BaseOffset + int64(r.offsetDelta)
-		if k, ok := f.keys[string(r.key)]; !r.hasKey || (ok && off < f.latest[k]) {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		if k, ok := f.keys[string(r.Key)]; r.Key == nil || (ok && off < f.latest[k]) {
 			continue
 		}
-		if r.tombstone && expired {
+		if r.IsTombstone() && expired {
 			st.TombstonesRemoved++
 			continue
 		}
-		tombstones = tombstones || r.tombstone
+		tombstones = tombstones || r.IsTombstone()
 		f.kept = append(f.kept, r)
 	}
 	st.Records += int64(len(f.decoded))
@@ -691,7 +638,7 @@ func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept [
 		if h.NumRecords == 0 && !hadHorizon {
 			return b, false, nil // already the empty last batch of its producer
 		}
-		kept, err = f.rebuild(b, h, h.FirstTimestamp, false, false)
+		kept, err = f.rebuild(h, h.FirstTimestamp, false, false)
 		return kept, true, err
 	}
 	if len(f.kept) == len(f.decoded) && tombstones == hadHorizon {
@@ -705,65 +652,48 @@ func (f *batchFilter) filter(b []byte, h *BatchHeader, st *CompactStats) (kept [
 	case tombstones && !hadHorizon:
 		base, reencode = f.now+min(f.deleteRetentionMs, math.MaxInt64-f.now), true
 	case !tombstones && hadHorizon:
-		base, reencode = h.FirstTimestamp+f.kept[0].tsDelta, true
+		base, reencode = h.FirstTimestamp+f.kept[0].TimestampDelta, true
 	}
 	if tombstones {
 		f.horizon = min(f.horizon, base)
 	}
-	kept, err = f.rebuild(b, h, base, reencode, tombstones)
+	kept, err = f.rebuild(h, base, reencode, tombstones)
 	return kept, true, err
 }
 
-// rebuild encodes the kept records as a new batch with the header of b:
+// rebuild encodes the kept records as a new batch with the header h:
 // same base offset, lastOffsetDelta, producer fields, leader epoch and
 // maxTimestamp; firstTimestamp base (re-basing the records' timestamp
 // deltas if reencode); the delete-horizon bit if horizon. An empty batch
 // is written uncompressed.
-func (f *batchFilter) rebuild(b []byte, h *BatchHeader, base int64, reencode, horizon bool) ([]byte, error) {
+func (f *batchFilter) rebuild(h *record.Header, base int64, reencode, horizon bool) ([]byte, error) {
 	f.recs = f.recs[:0]
-	for _, r := range f.kept {
+	for i := range f.kept {
+		r := &f.kept[i]
 		if !reencode {
 			f.recs = append(f.recs, r.whole...)
 			continue
 		}
-		ts := h.FirstTimestamp + r.tsDelta - base
-		f.recs = binary.AppendVarint(f.recs, int64(1+varintSize(ts)+len(r.rest)))
-		f.recs = append(f.recs, r.attrs)
-		f.recs = binary.AppendVarint(f.recs, ts)
-		f.recs = append(f.recs, r.rest...)
+		rec := r.Record
+		rec.TimestampDelta = h.FirstTimestamp + r.TimestampDelta - base
+		f.recs = record.AppendRecord(f.recs, &rec)
 	}
 	codec := h.Compression()
 	if len(f.kept) == 0 {
-		codec = CodecNone
+		codec = record.None
 	}
-	out, err := Compress(append(f.out[:0], b[:BatchHeaderLen]...), codec, f.recs)
+	nh := *h
+	nh.Attributes &^= record.AttrDeleteHorizon
+	if horizon {
+		nh.Attributes |= record.AttrDeleteHorizon
+	}
+	nh.FirstTimestamp, nh.NumRecords = base, int32(len(f.kept))
+	out, err := record.Rebuild(f.out[:0], &nh, f.recs, codec)
 	if err != nil {
 		return nil, err
 	}
 	f.out = out
-	attrs := uint16(h.Attributes) &^ (attrCompressionMask | attrDeleteHorizon)
-	attrs |= uint16(codec)
-	if horizon {
-		attrs |= attrDeleteHorizon
-	}
-	be := binary.BigEndian
-	be.PutUint32(out[posLength:], uint32(len(out)-logOverhead))
-	be.PutUint16(out[posAttributes:], attrs)
-	be.PutUint64(out[posFirstTimestamp:], uint64(base))
-	be.PutUint32(out[posNumRecords:], uint32(len(f.kept)))
-	be.PutUint32(out[posCRC:], crc32.Checksum(out[posAttributes:], castagnoli))
 	return out, nil
-}
-
-// varintSize is the size of v as a zig-zag varint.
-func varintSize(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
 }
 
 // readCleanerCheckpoint returns (0, MaxInt64) when there is none.

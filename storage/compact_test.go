@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // kv is one record of a test batch; a nil value is a tombstone, a nil key
@@ -28,7 +29,7 @@ func tombstone(key string) kv  { return kv{key: []byte(key)} }
 func keyless(value string) kv  { return kv{value: []byte(value)} }
 
 type keyedSpec struct {
-	codec int8
+	codec record.Codec
 	ts    int64
 	pid   int64
 	seq   int32
@@ -60,30 +61,30 @@ func keyedBatch(t testing.TB, s keyedSpec, recs ...kv) []byte {
 		raw = append(raw, body...)
 	}
 	be := binary.BigEndian
-	b := make([]byte, BatchHeaderLen)
-	b[posMagic] = 2
-	be.PutUint32(b[posLeaderEpoch:], 0xffffffff)
-	be.PutUint16(b[posAttributes:], uint16(s.codec))
-	be.PutUint32(b[posLastOffsetDelta:], uint32(len(recs)-1))
+	b := make([]byte, record.HeaderLen)
+	b[record.PosMagic] = 2
+	be.PutUint32(b[record.PosLeaderEpoch:], 0xffffffff)
+	be.PutUint16(b[record.PosAttributes:], uint16(s.codec))
+	be.PutUint32(b[record.PosLastOffsetDelta:], uint32(len(recs)-1))
 	if s.ts == 0 {
 		s.ts = 1_700_000_000_000
 	}
-	be.PutUint64(b[posFirstTimestamp:], uint64(s.ts))
-	be.PutUint64(b[posMaxTimestamp:], uint64(s.ts+int64(len(recs))-1))
+	be.PutUint64(b[record.PosFirstTimestamp:], uint64(s.ts))
+	be.PutUint64(b[record.PosMaxTimestamp:], uint64(s.ts+int64(len(recs))-1))
 	pid, epoch, seq := int64(-1), int16(-1), int32(-1)
 	if s.pid > 0 {
 		pid, epoch, seq = s.pid, 0, s.seq
 	}
-	be.PutUint64(b[posProducerID:], uint64(pid))
-	be.PutUint16(b[posProducerEpoch:], uint16(epoch))
-	be.PutUint32(b[posBaseSequence:], uint32(seq))
-	be.PutUint32(b[posNumRecords:], uint32(len(recs)))
-	b, err := Compress(b, s.codec, raw)
+	be.PutUint64(b[record.PosProducerID:], uint64(pid))
+	be.PutUint16(b[record.PosProducerEpoch:], uint16(epoch))
+	be.PutUint32(b[record.PosBaseSequence:], uint32(seq))
+	be.PutUint32(b[record.PosNumRecords:], uint32(len(recs)))
+	b, err := s.codec.Compress(b, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	be.PutUint32(b[posLength:], uint32(len(b)-logOverhead))
-	be.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], castagnoli))
+	be.PutUint32(b[record.PosLength:], uint32(len(b)-record.LogOverhead))
+	record.SetCRC(b)
 	return b
 }
 
@@ -93,14 +94,14 @@ type logRec struct {
 	ts    int64
 	key   string
 	value []byte // nil: tombstone
-	batch BatchHeader
+	batch record.Header
 }
 
 // readRecords reads the whole log (up to its end) through Read and decodes
 // every record, checking the batches as recovery would.
-func readRecords(t testing.TB, l *Log) ([]BatchHeader, []logRec) {
+func readRecords(t testing.TB, l *Log) ([]record.Header, []logRec) {
 	t.Helper()
-	var hs []BatchHeader
+	var hs []record.Header
 	var recs []logRec
 	off := l.LogStartOffset()
 	for {
@@ -128,30 +129,30 @@ func readRecords(t testing.TB, l *Log) ([]BatchHeader, []logRec) {
 	}
 }
 
-func decodeBatch(t testing.TB, b []byte) (BatchHeader, []logRec) {
+func decodeBatch(t testing.TB, b []byte) (record.Header, []logRec) {
 	t.Helper()
 	if _, err := checkBatchAs(b, 0, true); err != nil {
 		t.Fatalf("bad batch: %v", err)
 	}
-	h, _ := ParseBatchHeader(b)
-	raw, err := Decompress(nil, h.Compression(), b[BatchHeaderLen:h.Size()], DefaultDecompressLimit)
+	h, _ := record.ParseHeader(b)
+	raw, err := h.Compression().Decompress(nil, b[record.HeaderLen:h.Size()], record.DefaultDecompressLimit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var recs []logRec
 	prev := int32(-1)
 	for len(raw) > 0 {
-		r, n, err := nextRecord(raw)
+		r, n, err := record.ParseRecord(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.offsetDelta <= prev || r.offsetDelta > h.LastOffsetDelta {
-			t.Fatalf("batch %d: offset delta %d after %d (last %d)", h.BaseOffset, r.offsetDelta, prev, h.LastOffsetDelta)
+		if r.OffsetDelta <= prev || r.OffsetDelta > h.LastOffsetDelta {
+			t.Fatalf("batch %d: offset delta %d after %d (last %d)", h.BaseOffset, r.OffsetDelta, prev, h.LastOffsetDelta)
 		}
-		prev = r.offsetDelta
-		lr := logRec{off: h.BaseOffset + int64(r.offsetDelta), ts: h.FirstTimestamp + r.tsDelta, key: string(r.key), batch: h}
-		if !r.tombstone {
-			lr.value = valueOf(t, raw[:n])
+		prev = r.OffsetDelta
+		lr := logRec{off: h.BaseOffset + int64(r.OffsetDelta), ts: h.FirstTimestamp + r.TimestampDelta, key: string(r.Key), batch: h}
+		if !r.IsTombstone() {
+			lr.value = append([]byte{}, r.Value...)
 		}
 		recs = append(recs, lr)
 		raw = raw[n:]
@@ -160,20 +161,6 @@ func decodeBatch(t testing.TB, b []byte) (BatchHeader, []logRec) {
 		t.Fatalf("batch %d: %d records, header says %d", h.BaseOffset, len(recs), h.NumRecords)
 	}
 	return h, recs
-}
-
-// valueOf extracts the value of an encoded record.
-func valueOf(t testing.TB, whole []byte) []byte {
-	r, _, _ := nextRecord(whole)
-	p := r.rest
-	_, p, _ = varint(p) // offset delta
-	kl, p, _ := varint(p)
-	p = p[max(kl, 0):]
-	vl, p, _ := varint(p)
-	if vl < 0 {
-		return nil
-	}
-	return append([]byte{}, p[:vl]...)
 }
 
 // model tracks what a compacted log must still answer: the latest record
@@ -264,7 +251,7 @@ func mustCompact(t testing.TB, l *Log, now int64) CompactStats {
 }
 
 // overwrite writes rounds batches of 4 records over keys key-0..key-(keys-1).
-func overwrite(t testing.TB, l *Log, m *model, rounds, keys int, codec int8) {
+func overwrite(t testing.TB, l *Log, m *model, rounds, keys int, codec record.Codec) {
 	t.Helper()
 	for i := 0; i < rounds; i++ {
 		var recs []kv
@@ -280,7 +267,7 @@ func TestCompactKeepsLatestOfEachKey(t *testing.T) {
 	l := mustOpen(t, fastTempDir(t), compactConfig())
 	defer l.Close()
 	m := newModel()
-	overwrite(t, l, m, 200, 10, CodecNone)
+	overwrite(t, l, m, 200, 10, record.None)
 	settle(t, l)
 	leo, hw, start, size := l.LogEndOffset(), l.HighWatermark(), l.LogStartOffset(), l.Size()
 	segsBefore := len(l.segs.Load().segs)
@@ -317,7 +304,7 @@ func TestCompactKeepsLatestOfEachKey(t *testing.T) {
 	}
 	// The first pass could not merge full segments (Kafka groups by their
 	// size before cleaning); the next one merges the cleaned ones.
-	overwrite(t, l, m, 20, 10, CodecNone)
+	overwrite(t, l, m, 20, 10, record.None)
 	settle(t, l)
 	st = mustCompact(t, l, time.Now().UnixMilli())
 	t.Logf("%+v", st)
@@ -362,7 +349,7 @@ func TestCompactReadsIntoGaps(t *testing.T) {
 	l := mustOpen(t, fastTempDir(t), compactConfig())
 	defer l.Close()
 	m := newModel()
-	overwrite(t, l, m, 120, 6, CodecNone)
+	overwrite(t, l, m, 120, 6, record.None)
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
 	hs, _ := readRecords(t, l)
@@ -401,7 +388,7 @@ func TestCompactTombstones(t *testing.T) {
 	m.add(t, l, keyedSpec{}, rec("gone", "v1"), rec("kept", "k1"))
 	m.add(t, l, keyedSpec{}, rec("gone", "v2"))
 	m.add(t, l, keyedSpec{}, tombstone("gone"), rec("other", "o1"))
-	overwrite(t, l, m, 60, 5, CodecNone) // fill segments
+	overwrite(t, l, m, 60, 5, record.None) // fill segments
 	settle(t, l)
 	const now = int64(1_800_000_000_000)
 	mustCompact(t, l, now)
@@ -418,7 +405,7 @@ func TestCompactTombstones(t *testing.T) {
 	if tomb == nil {
 		t.Fatal("tombstone removed before delete.retention.ms")
 	}
-	if tomb.batch.Attributes&attrDeleteHorizon == 0 || tomb.batch.FirstTimestamp != now+1000 {
+	if tomb.batch.Attributes&record.AttrDeleteHorizon == 0 || tomb.batch.FirstTimestamp != now+1000 {
 		t.Fatalf("tombstone batch without its delete horizon: %+v", tomb.batch)
 	}
 	// Record timestamps survive the re-based deltas.
@@ -447,7 +434,7 @@ func TestCompactTombstones(t *testing.T) {
 	}
 	recs = m.check(t, l, true)
 	for _, r := range recs {
-		if r.batch.Attributes&attrDeleteHorizon != 0 {
+		if r.batch.Attributes&record.AttrDeleteHorizon != 0 {
 			t.Fatalf("batch %d still has a delete horizon without tombstones", r.batch.BaseOffset)
 		}
 		if r.key == "other" && r.ts != 1_700_000_000_000+1 {
@@ -460,14 +447,14 @@ func TestCompactTombstones(t *testing.T) {
 }
 
 func TestCompactCompressedBatches(t *testing.T) {
-	for _, codec := range []int8{CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
+	for _, codec := range []record.Codec{record.Gzip, record.Snappy, record.LZ4, record.Zstd} {
 		t.Run(fmt.Sprint(codec), func(t *testing.T) {
 			l := mustOpen(t, fastTempDir(t), compactConfig())
 			defer l.Close()
 			m := newModel()
 			overwrite(t, l, m, 150, 7, codec)
 			m.add(t, l, keyedSpec{codec: codec}, rec("key-1", "last"), tombstone("key-2"))
-			overwrite(t, l, m, 40, 3, CodecNone)
+			overwrite(t, l, m, 40, 3, record.None)
 			settle(t, l)
 			st := mustCompact(t, l, time.Now().UnixMilli())
 			if st.SegmentsWritten == 0 {
@@ -478,7 +465,7 @@ func TestCompactCompressedBatches(t *testing.T) {
 			for _, h := range hs {
 				if h.NumRecords < h.LastOffsetDelta+1 {
 					rewritten++
-					if h.NumRecords > 0 && h.Compression() != codec && h.Compression() != CodecNone {
+					if h.NumRecords > 0 && h.Compression() != codec && h.Compression() != record.None {
 						t.Fatalf("batch %d recompressed with %d", h.BaseOffset, h.Compression())
 					}
 				}
@@ -496,7 +483,7 @@ func TestCompactKeylessRecordsDropped(t *testing.T) {
 	defer l.Close()
 	m := newModel()
 	m.add(t, l, keyedSpec{}, keyless("x"), rec("a", "1"))
-	overwrite(t, l, m, 60, 4, CodecNone)
+	overwrite(t, l, m, 60, 4, record.None)
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
 	for _, r := range m.check(t, l, false) {
@@ -514,11 +501,11 @@ func TestCompactKeepsProducersLastBatch(t *testing.T) {
 	m := newModel()
 	m.add(t, l, keyedSpec{pid: 7, seq: 0}, rec("key-0", "p1"))
 	m.add(t, l, keyedSpec{pid: 7, seq: 1}, rec("key-1", "p2"), rec("key-2", "p3"))
-	overwrite(t, l, m, 80, 3, CodecNone) // supersedes both producer batches
+	overwrite(t, l, m, 80, 3, record.None) // supersedes both producer batches
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
 	hs, _ := readRecords(t, l)
-	var pids []BatchHeader
+	var pids []record.Header
 	for _, h := range hs {
 		if h.ProducerID == 7 {
 			pids = append(pids, h)
@@ -549,7 +536,7 @@ func TestCompactRespectsLimits(t *testing.T) {
 		cfg.Compact = false
 		l := mustOpen(t, fastTempDir(t), cfg)
 		defer l.Close()
-		overwrite(t, l, newModel(), 100, 3, CodecNone)
+		overwrite(t, l, newModel(), 100, 3, record.None)
 		settle(t, l)
 		if st := mustCompact(t, l, time.Now().UnixMilli()); st.SegmentsRead != 0 || l.CompactionDue(time.Now().UnixMilli()) {
 			t.Fatalf("cleaned a delete-policy log: %+v", st)
@@ -559,7 +546,7 @@ func TestCompactRespectsLimits(t *testing.T) {
 		l := mustOpen(t, fastTempDir(t), compactConfig())
 		defer l.Close()
 		m := newModel()
-		overwrite(t, l, m, 100, 3, CodecNone)
+		overwrite(t, l, m, 100, 3, record.None)
 		settle(t, l)
 		l.SetHighWatermark(0)
 		if st := mustCompact(t, l, time.Now().UnixMilli()); st.SegmentsRead != 0 {
@@ -589,7 +576,7 @@ func TestCompactRespectsLimits(t *testing.T) {
 		cfg.MinCompactionLagMs = 1000
 		l := mustOpen(t, fastTempDir(t), cfg)
 		defer l.Close()
-		overwrite(t, l, newModel(), 100, 3, CodecNone)
+		overwrite(t, l, newModel(), 100, 3, record.None)
 		settle(t, l)
 		ts := int64(1_700_000_000_000)
 		if st := mustCompact(t, l, ts); st.SegmentsRead != 0 {
@@ -602,7 +589,7 @@ func TestCompactRespectsLimits(t *testing.T) {
 	t.Run("recovery point", func(t *testing.T) {
 		l := mustOpen(t, fastTempDir(t), compactConfig())
 		defer l.Close()
-		overwrite(t, l, newModel(), 100, 3, CodecNone)
+		overwrite(t, l, newModel(), 100, 3, record.None)
 		l.SetHighWatermark(l.LogEndOffset())
 		l.flushMu.Lock()
 		rp := l.flushed.diskRP
@@ -621,7 +608,7 @@ func TestCompactRespectsLimits(t *testing.T) {
 		l := mustOpen(t, fastTempDir(t), compactConfig())
 		defer l.Close()
 		m := newModel()
-		overwrite(t, l, m, 100, 5, CodecNone)
+		overwrite(t, l, m, 100, 5, record.None)
 		settle(t, l)
 		var passes int
 		for ; passes < 100 && l.CompactionDue(time.Now().UnixMilli()); passes++ {
@@ -642,7 +629,7 @@ func TestCompactionDueFollowsDirtyRatio(t *testing.T) {
 	defer l.Close()
 	now := time.Now().UnixMilli()
 	m := newModel()
-	overwrite(t, l, m, 100, 3, CodecNone)
+	overwrite(t, l, m, 100, 3, record.None)
 	settle(t, l)
 	if r := l.DirtyRatio(now); r != 1 || !l.CompactionDue(now) {
 		t.Fatalf("fresh log: ratio %v", r)
@@ -651,7 +638,7 @@ func TestCompactionDueFollowsDirtyRatio(t *testing.T) {
 	if r := l.DirtyRatio(now); r != 0 || l.CompactionDue(now) {
 		t.Fatalf("after a pass: ratio %v", r)
 	}
-	overwrite(t, l, m, 30, 3, CodecNone)
+	overwrite(t, l, m, 30, 3, record.None)
 	settle(t, l)
 	if r := l.DirtyRatio(now); r <= 0 || r >= 1 {
 		t.Fatalf("ratio %v", r)
@@ -668,7 +655,7 @@ func TestCompactionDueFollowsDirtyRatio(t *testing.T) {
 func TestCompactCrashAtEachStage(t *testing.T) {
 	stages := []string{"cleaned", "swap", "deleted 0", "deleted 1", "deleted 2"}
 	for _, stage := range stages {
-		for _, codec := range []int8{CodecNone, CodecZstd} {
+		for _, codec := range []record.Codec{record.None, record.Zstd} {
 			t.Run(fmt.Sprintf("%s/%d", stage, codec), func(t *testing.T) {
 				dir := filepath.Join(fastTempDir(t), "p-0")
 				cfg := compactConfig()
@@ -735,7 +722,7 @@ func TestCompactConcurrentReaders(t *testing.T) {
 	defer l.Close()
 	var mu sync.Mutex
 	m := newModel()
-	overwrite(t, l, m, 50, 10, CodecNone)
+	overwrite(t, l, m, 50, 10, record.None)
 	settle(t, l)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -766,7 +753,7 @@ func TestCompactConcurrentReaders(t *testing.T) {
 		mu.Lock()
 		for j := 0; j < 10; j++ {
 			k := rng.IntN(10)
-			m.add(t, l, keyedSpec{codec: int8(rng.IntN(5))}, rec(fmt.Sprintf("key-%d", k), fmt.Sprintf("v%d-%d", i, j)))
+			m.add(t, l, keyedSpec{codec: record.Codec(rng.IntN(5))}, rec(fmt.Sprintf("key-%d", k), fmt.Sprintf("v%d-%d", i, j)))
 		}
 		l.SetHighWatermark(l.LogEndOffset()) // readers expect what the model has
 		mu.Unlock()
@@ -809,20 +796,20 @@ func readVerify(l *Log, want map[string]logRec) error {
 			if _, err := checkBatchAs(b, 0, true); err != nil {
 				return fmt.Errorf("Read(%d): %w", off, err)
 			}
-			h, _ := ParseBatchHeader(b)
+			h, _ := record.ParseHeader(b)
 			if h.BaseOffset <= prev {
 				return fmt.Errorf("Read(%d): batch %d after %d", off, h.BaseOffset, prev)
 			}
-			raw, err := Decompress(nil, h.Compression(), b[BatchHeaderLen:h.Size()], DefaultDecompressLimit)
+			raw, err := h.Compression().Decompress(nil, b[record.HeaderLen:h.Size()], record.DefaultDecompressLimit)
 			if err != nil {
 				return err
 			}
 			for len(raw) > 0 {
-				rec, n, err := nextRecord(raw)
+				rec, n, err := record.ParseRecord(raw)
 				if err != nil {
 					return err
 				}
-				last[string(rec.key)] = h.BaseOffset + int64(rec.offsetDelta)
+				last[string(rec.Key)] = h.BaseOffset + int64(rec.OffsetDelta)
 				raw = raw[n:]
 			}
 			prev = h.LastOffset()
@@ -845,7 +832,7 @@ func TestRecoveryDropsDamagedSwap(t *testing.T) {
 	cfg := compactConfig()
 	l := mustOpen(t, dir, cfg)
 	m := newModel()
-	overwrite(t, l, m, 100, 4, CodecNone)
+	overwrite(t, l, m, 100, 4, record.None)
 	settle(t, l)
 	var swap string
 	l.compactHook = func(s string) error {
@@ -873,7 +860,7 @@ func TestRecoveryDropsDamagedSwap(t *testing.T) {
 func TestCleanedBatchChecks(t *testing.T) {
 	b := keyedBatch(t, keyedSpec{}, rec("a", "1"), rec("b", "2"), rec("c", "3"))
 	f := &batchFilter{keys: map[string]int{"a": 0, "c": 0}, latest: []int64{5}, horizon: math.MaxInt64}
-	h, _ := ParseBatchHeader(b)
+	h, _ := record.ParseHeader(b)
 	var st CompactStats
 	out, changed, err := f.filter(b, &h, &st)
 	if err != nil || !changed {
@@ -895,7 +882,7 @@ func TestCleanedBatchChecks(t *testing.T) {
 // 100,000 keys (100-byte values) about three times each; the bytes per
 // second are those of the log read.
 func BenchmarkCompact(b *testing.B) {
-	for _, codec := range []int8{CodecNone, CodecZstd} {
+	for _, codec := range []record.Codec{record.None, record.Zstd} {
 		b.Run(fmt.Sprint("codec=", codec), func(b *testing.B) {
 			value := bytes.Repeat([]byte("v"), 100)
 			var size int64
@@ -938,7 +925,7 @@ func TestCompactRacesRetention(t *testing.T) {
 	l := mustOpen(t, dir, cfg)
 	defer l.Close()
 	m := newModel()
-	overwrite(t, l, m, 100, 4, CodecNone)
+	overwrite(t, l, m, 100, 4, record.None)
 	settle(t, l)
 	cut := l.segs.Load().segs[3].base
 	l.compactHook = func(s string) error {
@@ -984,7 +971,7 @@ func TestCompactStopsOnClose(t *testing.T) {
 	cfg := compactConfig()
 	l := mustOpen(t, dir, cfg)
 	m := newModel()
-	overwrite(t, l, m, 100, 4, CodecNone)
+	overwrite(t, l, m, 100, 4, record.None)
 	settle(t, l)
 	closed := make(chan error, 1)
 	l.compactHook = func(s string) error {
@@ -1027,12 +1014,12 @@ func TestKafkaDumpLogReadsCompactedSegments(t *testing.T) {
 	l := mustOpen(t, dir, compactConfig())
 	m := newModel()
 	m.add(t, l, keyedSpec{pid: 9, seq: 0}, rec("key-0", "p"), rec("key-1", "p"))
-	overwrite(t, l, m, 100, 6, CodecLZ4)
-	m.add(t, l, keyedSpec{codec: CodecGzip}, tombstone("key-2"), rec("key-3", "x"))
-	overwrite(t, l, m, 60, 4, CodecNone)
+	overwrite(t, l, m, 100, 6, record.LZ4)
+	m.add(t, l, keyedSpec{codec: record.Gzip}, tombstone("key-2"), rec("key-3", "x"))
+	overwrite(t, l, m, 60, 4, record.None)
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
-	overwrite(t, l, m, 40, 6, CodecSnappy)
+	overwrite(t, l, m, 40, 6, record.Snappy)
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
 	hs, _ := readRecords(t, l)
@@ -1048,24 +1035,24 @@ func TestKafkaDumpLogReadsCompactedSegments(t *testing.T) {
 // pass recovery's checks and decode to the record count its header claims.
 func FuzzCleanerFilter(f *testing.F) {
 	seed := func(recs ...kv) []byte {
-		return keyedBatch(f, keyedSpec{}, recs...)[BatchHeaderLen:]
+		return keyedBatch(f, keyedSpec{}, recs...)[record.HeaderLen:]
 	}
 	f.Add(seed(rec("a", "1"), rec("b", "2"), tombstone("c")), uint8(3), false)
 	f.Add(seed(rec("a", "1"), keyless("x")), uint8(2), true)
 	f.Add(seed(tombstone("b")), uint8(1), true)
 	f.Add([]byte{}, uint8(0), false)
 	f.Fuzz(func(t *testing.T, raw []byte, n uint8, horizon bool) {
-		b := keyedBatch(t, keyedSpec{pid: 3}, rec("x", "y"))[:BatchHeaderLen]
+		b := keyedBatch(t, keyedSpec{pid: 3}, rec("x", "y"))[:record.HeaderLen]
 		b = append(b, raw...)
 		be := binary.BigEndian
-		be.PutUint32(b[posLength:], uint32(len(b)-logOverhead))
-		be.PutUint32(b[posNumRecords:], uint32(n))
-		be.PutUint32(b[posLastOffsetDelta:], uint32(max(int(n)-1, 0)+2))
+		be.PutUint32(b[record.PosLength:], uint32(len(b)-record.LogOverhead))
+		be.PutUint32(b[record.PosNumRecords:], uint32(n))
+		be.PutUint32(b[record.PosLastOffsetDelta:], uint32(max(int(n)-1, 0)+2))
 		if horizon {
-			be.PutUint16(b[posAttributes:], attrDeleteHorizon)
+			be.PutUint16(b[record.PosAttributes:], record.AttrDeleteHorizon)
 		}
-		be.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], castagnoli))
-		h, _ := ParseBatchHeader(b)
+		record.SetCRC(b)
+		h, _ := record.ParseHeader(b)
 		filter := &batchFilter{keys: map[string]int{"a": 0, "b": 1}, latest: []int64{1, 100},
 			now: 1_700_000_000_000, deleteRetentionMs: 10, horizon: math.MaxInt64,
 			lastOfProducer: map[int64]int64{3: h.LastOffset()}}
@@ -1083,11 +1070,11 @@ func FuzzCleanerFilter(f *testing.F) {
 		if _, err := checkBatchAs(out, 0, true); err != nil {
 			t.Fatalf("filter wrote a bad batch: %v", err)
 		}
-		oh, _ := ParseBatchHeader(out)
-		body := out[BatchHeaderLen:]
+		oh, _ := record.ParseHeader(out)
+		body := out[record.HeaderLen:]
 		count := 0
 		for ; len(body) > 0; count++ {
-			_, k, err := nextRecord(body)
+			_, k, err := record.ParseRecord(body)
 			if err != nil {
 				t.Fatalf("filter wrote a bad record: %v", err)
 			}
@@ -1111,16 +1098,16 @@ func TestCompactKeepsUndecodableBatchWhole(t *testing.T) {
 	// Rewrite the record's offset delta (the byte after its length,
 	// attributes and timestamp delta) to 60, beyond lastOffsetDelta 0, and
 	// fix the CRC.
-	if bad[BatchHeaderLen+3] != 0 {
+	if bad[record.HeaderLen+3] != 0 {
 		t.Fatal("unexpected layout")
 	}
-	bad[BatchHeaderLen+3] = 120 // zig-zag 60
-	binary.BigEndian.PutUint32(bad[posCRC:], crc32.Checksum(bad[posAttributes:], castagnoli))
+	bad[record.HeaderLen+3] = 120 // zig-zag 60
+	record.SetCRC(bad)
 	badAt := appendOne(t, l, bad).FirstOffset
 	m.next++
-	overwrite(t, l, m, 60, 3, CodecNone)
+	overwrite(t, l, m, 60, 3, record.None)
 	m.add(t, l, keyedSpec{}, rec("a", "new"))
-	overwrite(t, l, m, 60, 3, CodecNone)
+	overwrite(t, l, m, 60, 3, record.None)
 	settle(t, l)
 	mustCompact(t, l, time.Now().UnixMilli())
 	var a []string
@@ -1130,7 +1117,7 @@ func TestCompactKeepsUndecodableBatchWhole(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := readRegion(t, r)
-		h, _ := ParseBatchHeader(b)
+		h, _ := record.ParseHeader(b)
 		switch {
 		case h.BaseOffset == badAt:
 			if !bytes.Equal(b, bad) {

@@ -21,30 +21,22 @@
 //	*.deleted                       segments awaiting removal (file.delete.delay.ms)
 //	*.cleaned, *.swap               compaction output being written / about to replace segments
 //
-// # .log: RecordBatch v2 (magic 2), big-endian
+// # .log: RecordBatch v2 (magic 2) batches, back to back
 //
-//	 0               8       12              16  17              21      23
-//	+---------------+-------+---------------+---+---------------+-------+
-//	| baseOffset    |length | partLeaderEp. |mag|   crc32c      | attrs |
-//	| int64 *       |int32  | int32 *       |=2 |   uint32      | int16 |
-//	+---------------+-------+---------------+---+---------------+-------+
-//	 23      27              35              43              51  53      57      61
-//	+-------+---------------+---------------+---------------+---+-------+-------+----------
-//	|lastOff| firstTimestamp| maxTimestamp  | producerId    |pEp|baseSeq|numRecs| records...
-//	|Delta  | int64         | int64         | int64         |i16| int32 | int32 | (maybe
-//	|int32  |               |               |               |   |       |       | compressed)
-//	+-------+---------------+---------------+---------------+---+-------+-------+----------
-//	        |<------------ CRC-32C (Castagnoli) covers attrs .. end of batch ------------->|
+// The batch format (header, attributes, records, codecs, CRC-32C) is
+// package record's, whose doc draws it; storage reads and writes it only
+// through that package. What the log adds:
 //
-//	length counts the bytes after the length field; a batch is length+12 bytes.
-//	attrs: bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
-//	       4 transactional, 5 control, 6 delete horizon (firstTimestamp is
-//	       the time the cleaner drops the batch's tombstones, KIP-534).
-//	A batch the cleaner rewrote keeps baseOffset and lastOffsetDelta but
-//	may hold fewer records (down to none), with offset gaps between them.
-//	* rewritten by Append: baseOffset and partitionLeaderEpoch lie outside the
-//	  CRC, so assigning offsets costs no CRC pass. LogAppendTime topics also
-//	  get attrs bit 3 and maxTimestamp set, and then the CRC is recomputed.
+//   - Append validates each batch (checkBatch: length, magic, CRC-32C,
+//     lastOffsetDelta = numRecords-1, codec, producer fields) and then
+//     rewrites in place baseOffset and partitionLeaderEpoch, which lie
+//     outside the CRC, so assigning offsets costs no CRC pass.
+//     LogAppendTime topics also get attrs bit 3 and maxTimestamp set, and
+//     then the CRC is recomputed. A caller that parsed the header already
+//     passes it in AppendEntry.Header, and it is not parsed again.
+//   - A batch the cleaner rewrote keeps baseOffset and lastOffsetDelta but
+//     may hold fewer records (down to none), with offset gaps between
+//     them, and may carry the delete-horizon attribute (KIP-534).
 //
 // # .index and .timeindex: sparse, one entry per index.interval.bytes of log
 //

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // checkDumpLogInvariants checks what kafka-dump-log verifies on a closed
@@ -26,7 +28,7 @@ func checkDumpLogInvariants(t *testing.T, dir string) {
 		lastAt := map[int64]int64{} // batch last offset -> position
 		maxTs := map[int64]int64{}
 		for pos := int64(0); pos < int64(len(log)); {
-			h, err := ParseBatchHeader(log[pos:])
+			h, err := record.ParseHeader(log[pos:])
 			if err != nil {
 				t.Fatal(err)
 			}

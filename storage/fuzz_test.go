@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // fuzzSeeds are starting points for both fuzz targets: valid batches,
@@ -15,7 +17,7 @@ func fuzzSeeds() [][]byte {
 	three := buildBatch(spec(3, 40))
 	idem := idemBatch(7, 1, 0, 2)
 	twoSet := append(append([]byte(nil), one...), three...)
-	setBaseOffset(twoSet[len(one):], 1)
+	record.SetBaseOffset(twoSet[len(one):], 1)
 	flipped := append([]byte(nil), twoSet...)
 	flipped[len(one)/2] ^= 0x10
 	return [][]byte{
@@ -23,7 +25,7 @@ func fuzzSeeds() [][]byte {
 		twoSet[:len(twoSet)-7],
 		append(append([]byte(nil), twoSet...), make([]byte, 100)...),
 		append(append([]byte(nil), twoSet...), 0xde, 0xad, 0xbe, 0xef),
-		{}, make([]byte, BatchHeaderLen),
+		{}, make([]byte, record.HeaderLen),
 	}
 }
 
@@ -36,14 +38,15 @@ func FuzzCheckBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		size, err := checkBatch(b, 1<<20)
 		if err == nil {
-			h, perr := ParseBatchHeader(b)
+			h, perr := record.ParseHeader(b)
 			if perr != nil || size != h.Size() || size > int64(len(b)) || h.NumRecords != h.LastOffsetDelta+1 {
 				t.Fatalf("accepted a batch that does not parse: size %d %+v %v", size, h, perr)
 			}
 		} else if !errors.Is(err, ErrCorruptMessage) && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrMessageTooLarge) {
 			t.Fatalf("unmapped error %v", err)
 		}
-		n, _, _, err := validateRecordSet(b, 1<<20, false)
+		var first record.Header
+		n, _, _, err := validateRecordSet(&AppendEntry{Records: b}, &first, 1<<20, false)
 		if err == nil && n != int64(len(b)) {
 			t.Fatalf("record set of %d bytes accepted as %d", len(b), n)
 		}

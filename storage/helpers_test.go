@@ -5,6 +5,8 @@ import (
 	"hash/crc32"
 	"os"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // batchSpec describes a RecordBatch v2 for tests.
@@ -43,21 +45,21 @@ func buildBatch(s batchSpec) []byte {
 		recs = append(recs, body...)
 	}
 	be := binary.BigEndian
-	b := make([]byte, BatchHeaderLen, BatchHeaderLen+len(recs))
-	be.PutUint64(b[posBaseOffset:], 0)
-	be.PutUint32(b[posLength:], uint32(BatchHeaderLen-logOverhead+len(recs)))
-	be.PutUint32(b[posLeaderEpoch:], 0xffffffff)
-	b[posMagic] = 2
-	be.PutUint16(b[posAttributes:], uint16(s.attrs))
-	be.PutUint32(b[posLastOffsetDelta:], uint32(s.records-1))
-	be.PutUint64(b[posFirstTimestamp:], uint64(s.ts))
-	be.PutUint64(b[posMaxTimestamp:], uint64(s.ts+int64(s.records)-1))
-	be.PutUint64(b[posProducerID:], uint64(s.pid))
-	be.PutUint16(b[posProducerEpoch:], uint16(s.epoch))
-	be.PutUint32(b[posBaseSequence:], uint32(s.seq))
-	be.PutUint32(b[posNumRecords:], uint32(s.records))
+	b := make([]byte, record.HeaderLen, record.HeaderLen+len(recs))
+	be.PutUint64(b[record.PosBaseOffset:], 0)
+	be.PutUint32(b[record.PosLength:], uint32(record.HeaderLen-record.LogOverhead+len(recs)))
+	be.PutUint32(b[record.PosLeaderEpoch:], 0xffffffff)
+	b[record.PosMagic] = 2
+	be.PutUint16(b[record.PosAttributes:], uint16(s.attrs))
+	be.PutUint32(b[record.PosLastOffsetDelta:], uint32(s.records-1))
+	be.PutUint64(b[record.PosFirstTimestamp:], uint64(s.ts))
+	be.PutUint64(b[record.PosMaxTimestamp:], uint64(s.ts+int64(s.records)-1))
+	be.PutUint64(b[record.PosProducerID:], uint64(s.pid))
+	be.PutUint16(b[record.PosProducerEpoch:], uint16(s.epoch))
+	be.PutUint32(b[record.PosBaseSequence:], uint32(s.seq))
+	be.PutUint32(b[record.PosNumRecords:], uint32(s.records))
 	b = append(b, recs...)
-	be.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	be.PutUint32(b[record.PosCRC:], crc32.Checksum(b[record.PosAttributes:], crc32.MakeTable(crc32.Castagnoli)))
 	return b
 }
 
@@ -103,13 +105,13 @@ func readRegion(t testing.TB, r Region) []byte {
 }
 
 // splitBatches splits a record set into its batches' headers.
-func splitBatches(t testing.TB, b []byte) []BatchHeader {
+func splitBatches(t testing.TB, b []byte) []record.Header {
 	t.Helper()
-	var hs []BatchHeader
+	var hs []record.Header
 	for len(b) > 0 {
-		h, err := ParseBatchHeader(b)
+		h, err := record.ParseHeader(b)
 		if err != nil {
-			t.Fatalf("ParseBatchHeader: %v", err)
+			t.Fatalf("parse header: %v", err)
 		}
 		if _, err := checkBatch(b, 0); err != nil {
 			t.Fatalf("read back bad batch at offset %d: %v", h.BaseOffset, err)
@@ -162,9 +164,9 @@ func appendN(t testing.TB, l *Log, n, records, valueSize int) [][]byte {
 
 // readAll reads every committed batch from the log start, following Read's
 // regions, and returns their headers.
-func readAll(t testing.TB, l *Log, uncommitted bool) []BatchHeader {
+func readAll(t testing.TB, l *Log, uncommitted bool) []record.Header {
 	t.Helper()
-	var hs []BatchHeader
+	var hs []record.Header
 	off := l.LogStartOffset()
 	for {
 		r, err := l.Read(off, 1<<20, uncommitted)
@@ -198,6 +200,6 @@ func removeFile(path string) error { return os.Remove(path) }
 
 // setSequenceForTest changes a batch's base sequence and fixes its CRC.
 func setSequenceForTest(b []byte, seq int32) {
-	binary.BigEndian.PutUint32(b[posBaseSequence:], uint32(seq))
-	binary.BigEndian.PutUint32(b[posCRC:], crc32.Checksum(b[posAttributes:], crc32.MakeTable(crc32.Castagnoli)))
+	binary.BigEndian.PutUint32(b[record.PosBaseSequence:], uint32(seq))
+	binary.BigEndian.PutUint32(b[record.PosCRC:], crc32.Checksum(b[record.PosAttributes:], crc32.MakeTable(crc32.Castagnoli)))
 }

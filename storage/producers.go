@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // producerBatchCache is how many recent batches per producer are remembered
@@ -100,7 +102,7 @@ func inSequence(last, next int32) bool {
 // KIP-360 (Kafka 2.5) the broker cannot tell an unknown producer from one
 // whose state was removed with old segments, so it does not answer
 // UNKNOWN_PRODUCER_ID on produce. The caller holds p.mu.
-func (p *producerState) check(h *BatchHeader) (dup batchMeta, isDup bool, err error) {
+func (p *producerState) check(h *record.Header) (dup batchMeta, isDup bool, err error) {
 	e := p.mu.m[h.ProducerID]
 	if e == nil {
 		return batchMeta{}, false, nil
@@ -134,7 +136,7 @@ func (p *producerState) check(h *BatchHeader) (dup batchMeta, isDup bool, err er
 
 // update records an appended batch (with its assigned offsets) and returns
 // the undo record for it. The caller holds p.mu.
-func (p *producerState) update(h *BatchHeader) producerUndo {
+func (p *producerState) update(h *record.Header) producerUndo {
 	e := p.mu.m[h.ProducerID]
 	u := producerUndo{pid: h.ProducerID, existed: e != nil}
 	if e == nil {
@@ -147,7 +149,7 @@ func (p *producerState) update(h *BatchHeader) producerUndo {
 	return u
 }
 
-func (p *producerState) apply(e *producerEntry, h *BatchHeader) {
+func (p *producerState) apply(e *producerEntry, h *record.Header) {
 	if h.ProducerEpoch != e.epoch {
 		e.epoch = h.ProducerEpoch
 		e.nb = 0
@@ -287,6 +289,9 @@ func (p *producerState) encode() []byte {
 
 var errBadSnapshot = errors.New("storage: bad producer snapshot")
 
+// castagnoli is the CRC of a snapshot file, CRC-32C like a batch's.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // decodeSnapshot parses a snapshot; it uses a sticky failure flag so the
 // field reads stay straight-line.
 func decodeSnapshot(b []byte) (map[int64]*producerEntry, error) {
@@ -411,7 +416,7 @@ func removeSnapshotsBelow(dir string, keep int64) error {
 
 // replay applies a batch read back from the log, without checks: the log is
 // the truth. The caller holds p.mu.
-func (p *producerState) replay(h *BatchHeader) {
+func (p *producerState) replay(h *record.Header) {
 	e := p.mu.m[h.ProducerID]
 	if e == nil {
 		e = &producerEntry{pid: h.ProducerID, epoch: noProducerEpoch, txnStart: -1, coordinatorEpoch: -1}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 func idemBatch(pid int64, epoch int16, seq int32, records int) []byte {
@@ -160,7 +162,7 @@ func removeAllSnapshots(t *testing.T, dir string) {
 func TestSnapshotEncoding(t *testing.T) {
 	p := newProducerState()
 	p.mu.Lock()
-	h := BatchHeader{ProducerID: 5, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 3, BaseOffset: 100, MaxTimestamp: 77, NumRecords: 4}
+	h := record.Header{ProducerID: 5, ProducerEpoch: 2, BaseSequence: 10, LastOffsetDelta: 3, BaseOffset: 100, MaxTimestamp: 77, NumRecords: 4}
 	p.update(&h)
 	p.mu.Unlock()
 	b := p.encode()

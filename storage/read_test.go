@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 func TestReadLimitsAndBoundaries(t *testing.T) {
@@ -200,10 +202,10 @@ func readChain(l *Log, uncommitted bool) error {
 			if err != nil {
 				return err
 			}
-			if got := batchBaseOffset(b); got != off && off != 0 || got > off {
+			if got := record.BaseOffset(b); got != off && off != 0 || got > off {
 				return errors.New("gap or overlap in offsets")
 			}
-			off = batchBaseOffset(b) + batchLastOffsetDelta(b) + 1
+			off = record.LastOffset(b) + 1
 			b = b[size:]
 		}
 	}

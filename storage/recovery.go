@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // Recovery.
@@ -255,7 +257,7 @@ func scanSwap(path string, base int64) (next, pos int64, err error) {
 		if err != nil {
 			return 0, pos, err
 		}
-		next = batchBaseOffset(b) + batchLastOffsetDelta(b) + 1
+		next = record.LastOffset(b) + 1
 		pos += int64(len(b))
 	}
 	return next, pos, nil
@@ -470,11 +472,11 @@ func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]
 		if err != nil {
 			return pos, next, err
 		}
-		if err := checkScanned(b, s.base, next, validate, l.mayBeCleaned(batchBaseOffset(b))); err != nil {
+		if err := checkScanned(b, s.base, next, validate, l.mayBeCleaned(record.BaseOffset(b))); err != nil {
 			return pos, next, err
 		}
-		last := batchBaseOffset(b) + batchLastOffsetDelta(b)
-		s.trackBatch(pos, int64(len(b)), last, batchMaxTimestamp(b), interval)
+		last := record.LastOffset(b)
+		s.trackBatch(pos, int64(len(b)), last, record.MaxTimestamp(b), interval)
 		if fn != nil {
 			fn(b)
 		}
@@ -504,11 +506,11 @@ func checkScanned(b []byte, base, next int64, validate, cleaned bool) error {
 		if _, err := checkBatchAs(b, 0, cleaned); err != nil {
 			return err
 		}
-	} else if b[posMagic] != 2 {
+	} else if b[record.PosMagic] != record.Magic {
 		return errBadMagic
 	}
-	first := batchBaseOffset(b)
-	last := first + batchLastOffsetDelta(b)
+	first := record.BaseOffset(b)
+	last := first + int64(record.LastOffsetDelta(b))
 	if first < next || (first > next && !cleaned) || last < first || last-base > math.MaxInt32 {
 		return errOffsetsBackwards
 	}
@@ -553,16 +555,16 @@ func (r *chunkReader) unmap() {
 // batchAt returns the batch at pos, or errBatchTruncated / errBatchTooShort
 // if its header or body does not fit in the file.
 func (r *chunkReader) batchAt(pos int64) ([]byte, error) {
-	if r.size-pos < BatchHeaderLen {
+	if r.size-pos < record.HeaderLen {
 		return nil, errBatchTruncated
 	}
-	h, err := r.bytes(pos, BatchHeaderLen)
+	h, err := r.bytes(pos, record.HeaderLen)
 	if err != nil {
 		return nil, err
 	}
-	size := batchSize(h)
+	size := record.Size(h)
 	switch {
-	case size < BatchHeaderLen:
+	case size < record.HeaderLen:
 		return nil, errBatchTooShort
 	case pos+size > r.size:
 		return nil, errBatchTruncated
@@ -626,22 +628,22 @@ func validBatchAfter(f *os.File, pos, next int64, cleaned bool) (int64, error) {
 	r := chunkReader{f: f, size: st.Size()}
 	r.mapForScan(pos + 1)
 	defer r.unmap()
-	for p := pos + 1; p+BatchHeaderLen <= r.size; p++ {
+	for p := pos + 1; p+record.HeaderLen <= r.size; p++ {
 		if r.mapped != nil { // jump to the next candidate magic byte
-			i := bytes.IndexByte(r.mapped[p-r.start+posMagic:], 2)
+			i := bytes.IndexByte(r.mapped[p-r.start+record.PosMagic:], 2)
 			if i < 0 {
 				return -1, nil
 			}
-			if p += int64(i); p+BatchHeaderLen > r.size {
+			if p += int64(i); p+record.HeaderLen > r.size {
 				return -1, nil
 			}
 		}
-		h, err := r.bytes(p, BatchHeaderLen)
+		h, err := r.bytes(p, record.HeaderLen)
 		if err != nil {
 			return -1, err
 		}
-		base, size := batchBaseOffset(h), batchSize(h)
-		if h[posMagic] != 2 || base < next || base-next > math.MaxInt32 || size < BatchHeaderLen || p+size > r.size {
+		base, size := record.BaseOffset(h), record.Size(h)
+		if h[record.PosMagic] != record.Magic || base < next || base-next > math.MaxInt32 || size < record.HeaderLen || p+size > r.size {
 			continue
 		}
 		b, err := r.bytes(p, size)
@@ -679,14 +681,14 @@ func removeSegments(segs []*segment) {
 // reset the roll timer (Kafka does the same).
 func (l *Log) firstBatchTime(s *segment) int64 {
 	now := time.Now().UnixMilli()
-	if s.size.Load() < BatchHeaderLen {
+	if s.size.Load() < record.HeaderLen {
 		return now
 	}
-	var h [BatchHeaderLen]byte
+	var h [record.HeaderLen]byte
 	if _, err := s.log.ReadAt(h[:], 0); err != nil {
 		return now
 	}
-	if ts := batchMaxTimestamp(h[:]); ts > 0 && ts < now {
+	if ts := record.MaxTimestamp(h[:]); ts > 0 && ts < now {
 		return ts
 	}
 	return now

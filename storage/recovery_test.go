@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // crashConfig keeps index files small (they are copied for every case)
@@ -153,7 +155,7 @@ func TestCrashBitFlips(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(src, logName))
 	for _, victim := range []int{3, 5} {
 		for p := pos[victim]; p < pos[victim+1]; p++ {
-			if p-pos[victim] >= posLeaderEpoch && p-pos[victim] < posMagic {
+			if p-pos[victim] >= record.PosLeaderEpoch && p-pos[victim] < record.PosMagic {
 				continue // partitionLeaderEpoch: outside the CRC, undetectable by design
 			}
 			for bit := 0; bit < 8; bit += 3 {

@@ -6,6 +6,8 @@ package storage
 // rest. Snapshots are written with every recovery checkpoint, so the replay
 // between them is short.
 
+import "github.com/sluice-broker/sluice/record"
+
 // replayProducers loads the newest snapshot at or below to and replays the
 // headers of the batches in [snapshot, to) from segs.
 func (l *Log) replayProducers(segs []*segment, to int64) error {
@@ -49,7 +51,7 @@ func (l *Log) replaySegment(s *segment, from, to int64) error {
 		if err != nil {
 			return err
 		}
-		if batchBaseOffset(h) >= to {
+		if record.BaseOffset(h) >= to {
 			return nil
 		}
 		l.replayBatch(h)
@@ -62,7 +64,7 @@ func (l *Log) replaySegment(s *segment, from, to int64) error {
 
 // replayBatch applies one batch (or just its header) to the producer state.
 func (l *Log) replayBatch(b []byte) {
-	h, err := ParseBatchHeader(b)
+	h, err := record.ParseHeader(b)
 	if err != nil || !h.HasProducerID() {
 		return
 	}

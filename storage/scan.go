@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // scanBufSize is the read size of a header scan. The sparse index puts an
@@ -33,15 +35,15 @@ func (r *headerReader) close() {
 	r.buf = nil
 }
 
-// header returns the BatchHeaderLen bytes at pos; end is the committed end of
+// header returns the record.HeaderLen bytes at pos; end is the committed end of
 // the file, beyond which nothing is read.
 func (r *headerReader) header(pos, end int64) ([]byte, error) {
-	if pos >= r.start && pos+BatchHeaderLen <= r.start+int64(r.n) {
+	if pos >= r.start && pos+record.HeaderLen <= r.start+int64(r.n) {
 		off := pos - r.start
-		return r.buf[off : off+BatchHeaderLen], nil
+		return r.buf[off : off+record.HeaderLen], nil
 	}
 	want := min(int64(scanBufSize), end-pos)
-	if want < BatchHeaderLen {
+	if want < record.HeaderLen {
 		return nil, errBatchTruncated
 	}
 	n, err := r.f.ReadAt(r.buf[:want], pos)
@@ -53,14 +55,14 @@ func (r *headerReader) header(pos, end int64) ([]byte, error) {
 		return nil, err
 	}
 	r.start, r.n = pos, n
-	return r.buf[:BatchHeaderLen], nil
+	return r.buf[:record.HeaderLen], nil
 }
 
 // next returns the position after the batch at pos, checking that the size
 // is sane so a damaged length cannot send a scan backwards or loop.
 func nextBatch(h []byte, pos, end int64) (int64, error) {
-	size := batchSize(h)
-	if size < BatchHeaderLen || pos+size > end {
+	size := record.Size(h)
+	if size < record.HeaderLen || pos+size > end {
 		return 0, errBatchTruncated
 	}
 	return pos + size, nil
@@ -85,7 +87,7 @@ func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 		if next, err = nextBatch(h, pos, end); err != nil {
 			return 0, 0, err
 		}
-		if batchBaseOffset(h)+batchLastOffsetDelta(h) >= offset {
+		if record.LastOffset(h) >= offset {
 			return pos, next, nil
 		}
 		pos = next
@@ -145,7 +147,7 @@ func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, e
 			return 0, 0, err
 		}
 		if pos, err = nextBatch(h, first, end); err != nil || pos > target {
-			return pos, batchBaseOffset(h) + batchLastOffsetDelta(h) + 1, err
+			return pos, record.LastOffset(h) + 1, err
 		}
 	}
 	for pos < end {
@@ -158,7 +160,7 @@ func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, e
 			return 0, 0, err
 		}
 		if next > target {
-			return pos, batchBaseOffset(h), nil
+			return pos, record.BaseOffset(h), nil
 		}
 		pos = next
 	}
@@ -213,8 +215,8 @@ func (s *segment) findTimestamp(ts, end int64) (offset, batchTs int64, ok bool, 
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if t := batchMaxTimestamp(h); t >= ts {
-			return batchBaseOffset(h), t, true, nil
+		if t := record.MaxTimestamp(h); t >= ts {
+			return record.BaseOffset(h), t, true, nil
 		}
 		pos = next
 	}

@@ -100,6 +100,15 @@ func startProc(t *testing.T, dir, addr string, args ...string) *proc {
 	return p
 }
 
+// waitLog waits (up to 10 s) until the broker's stderr contains substr.
+func (p *proc) waitLog(substr string) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(p.stderr.String(), substr) {
+			return
+		}
+	}
+}
+
 func (p *proc) kill() {
 	if p.cmd.ProcessState == nil {
 		p.cmd.Process.Kill()

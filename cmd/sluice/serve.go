@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -46,37 +47,49 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	backend, loops, err := netSettings(f)
-	if err != nil {
-		return err
-	}
-	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics, Net: backend, NetLoops: loops})
+	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics, Net: netBackend(cfg.Net), NetLoops: cfg.NetLoops})
 	if err != nil {
 		return err
 	}
 	return waitAndStop(srv, logger)
 }
 
-// loadConfig layers: embedded defaults, then the config file, then flags.
+// loadConfig layers: embedded defaults, then the SLUICE_NET environment
+// variable (the network backend's default), then the config file, read
+// once, then flags.
 func loadConfig(f serveFlags, logger *slog.Logger) (engine.Config, error) {
 	cfg := engine.DefaultConfig()
-	if f.config != "" {
-		file, err := os.Open(f.config)
-		if err != nil {
-			return cfg, err
-		}
-		unknown, err := cfg.ApplyProperties(file)
-		file.Close()
-		if err != nil {
-			return cfg, fmt.Errorf("%s: %w", f.config, err)
-		}
-		for _, k := range unknown {
-			if isNetKey(k) {
-				continue
-			}
-			logger.Warn("unknown config key ignored", "file", f.config, "key", k)
+	if env := os.Getenv("SLUICE_NET"); env != "" {
+		if err := cfg.Set("sluice.net", env); err != nil {
+			return cfg, fmt.Errorf("SLUICE_NET: %w", err)
 		}
 	}
+	if f.config != "" {
+		if err := applyFile(&cfg, f.config, logger); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, applyFlags(&cfg, f)
+}
+
+func applyFile(cfg *engine.Config, path string, logger *slog.Logger) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	unknown, err := cfg.ApplyProperties(file)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, k := range unknown {
+		logger.Warn("unknown config key ignored", "file", path, "key", k)
+	}
+	return nil
+}
+
+// applyFlags sets what the command line gives, over the file.
+func applyFlags(cfg *engine.Config, f serveFlags) error {
 	if f.listen != "" {
 		cfg.Listen = f.listen
 	}
@@ -89,7 +102,26 @@ func loadConfig(f serveFlags, logger *slog.Logger) (engine.Config, error) {
 	if f.nodeID >= 0 {
 		cfg.NodeID = int32(f.nodeID)
 	}
-	return cfg, nil
+	if f.net != "" {
+		if err := cfg.Set("sluice.net", f.net); err != nil {
+			return fmt.Errorf("--net: %w", err)
+		}
+	}
+	if f.netLoops > 0 {
+		if err := cfg.Set("sluice.net.loops", strconv.Itoa(f.netLoops)); err != nil {
+			return fmt.Errorf("--net-loops: %w", err)
+		}
+	}
+	return nil
+}
+
+// netBackend is the server's name for a sluice.net value: "" picks the
+// fastest backend the host supports (uring, else epoll, logging why).
+func netBackend(v string) string {
+	if v == "auto" {
+		return ""
+	}
+	return v
 }
 
 // waitAndStop serves until SIGINT/SIGTERM, then stops accepting, finishes

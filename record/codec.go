@@ -1,7 +1,8 @@
-package storage
+package record
 
 // Record-batch codecs: what the cleaner needs to filter compressed batches,
-// and what the engine uses when a topic's compression.type forces a codec.
+// what the engine uses when a topic's compression.type forces a codec, and
+// what reading records inside a compressed batch takes.
 //
 // Wire formats, as Kafka clients write them:
 //   - gzip: a gzip stream (RFC 1952).
@@ -25,14 +26,39 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// Codec ids as stored in bits 0-2 of a batch's attributes.
+// Codec is a compression codec id, as stored in bits 0-2 of a batch's
+// attributes.
+type Codec int8
+
+// The codecs of Kafka's batches.
 const (
-	CodecNone   int8 = 0
-	CodecGzip   int8 = 1
-	CodecSnappy int8 = 2
-	CodecLZ4    int8 = 3
-	CodecZstd   int8 = 4
+	None   Codec = 0
+	Gzip   Codec = 1
+	Snappy Codec = 2
+	LZ4    Codec = 3
+	Zstd   Codec = 4
 )
+
+// Valid reports whether c is one of the codecs above; attributes may carry
+// values 5-7, which no client writes.
+func (c Codec) Valid() bool { return c >= None && c <= Zstd }
+
+// String is the codec's compression.type name.
+func (c Codec) String() string {
+	switch c {
+	case None:
+		return "none"
+	case Gzip:
+		return "gzip"
+	case Snappy:
+		return "snappy"
+	case LZ4:
+		return "lz4"
+	case Zstd:
+		return "zstd"
+	}
+	return "unknown"
+}
 
 // DefaultDecompressLimit bounds what one batch may inflate to, so that a
 // small hostile batch cannot make the broker allocate gigabytes. Producers
@@ -42,48 +68,49 @@ const DefaultDecompressLimit = 128 << 20
 var (
 	// ErrDecompressedTooLarge is Decompress's answer for a batch that
 	// inflates beyond the limit it was given.
-	ErrDecompressedTooLarge = errors.New("storage: decompressed batch exceeds the size limit")
-	errUnknownCodec         = errors.New("storage: unknown compression codec")
-	errMalformedSnappy      = errors.New("storage: malformed snappy data")
+	ErrDecompressedTooLarge = errors.New("record: decompressed batch exceeds the size limit")
+	// ErrUnknownCodec is the answer for codec ids 5-7.
+	ErrUnknownCodec    = errors.New("record: unknown compression codec")
+	errMalformedSnappy = errors.New("record: malformed snappy data")
 )
 
 // Decompress appends the decompressed form of src (a batch's records
-// section compressed with codec) to dst, failing with
-// ErrDecompressedTooLarge once more than limit bytes come out.
-func Decompress(dst []byte, codec int8, src []byte, limit int) ([]byte, error) {
-	switch codec {
-	case CodecNone:
+// section compressed with c) to dst, failing with ErrDecompressedTooLarge
+// once more than limit bytes come out.
+func (c Codec) Decompress(dst, src []byte, limit int) ([]byte, error) {
+	switch c {
+	case None:
 		if len(src) > limit {
 			return dst, ErrDecompressedTooLarge
 		}
 		return append(dst, src...), nil
-	case CodecGzip:
+	case Gzip:
 		return gunzip(dst, src, limit)
-	case CodecSnappy:
+	case Snappy:
 		return unsnappy(dst, src, limit)
-	case CodecLZ4:
+	case LZ4:
 		return unlz4(dst, src, limit)
-	case CodecZstd:
+	case Zstd:
 		return unzstd(dst, src, limit)
 	}
-	return dst, errUnknownCodec
+	return dst, ErrUnknownCodec
 }
 
-// Compress appends src compressed with codec to dst.
-func Compress(dst []byte, codec int8, src []byte) ([]byte, error) {
-	switch codec {
-	case CodecNone:
+// Compress appends src compressed with c to dst.
+func (c Codec) Compress(dst, src []byte) ([]byte, error) {
+	switch c {
+	case None:
 		return append(dst, src...), nil
-	case CodecGzip:
+	case Gzip:
 		return gzipTo(dst, src)
-	case CodecSnappy:
+	case Snappy:
 		return xerialSnappy(dst, src), nil
-	case CodecLZ4:
+	case LZ4:
 		return lz4To(dst, src)
-	case CodecZstd:
+	case Zstd:
 		return zstdEncoder().EncodeAll(src, dst), nil
 	}
-	return dst, errUnknownCodec
+	return dst, ErrUnknownCodec
 }
 
 // appendWriter is an io.Writer that appends to a slice, so the streaming

@@ -1,4 +1,4 @@
-package engine
+package group
 
 // One classic group's state machine, as Kafka's coordinator runs it:
 //
@@ -18,9 +18,6 @@ package engine
 
 import (
 	"bytes"
-	"crypto/rand"
-	"fmt"
-	"net"
 	"sort"
 	"sync"
 	"time"
@@ -54,9 +51,9 @@ const consumerProtocolType = "consumer"
 
 // group is one consumer group. Every field below mu is guarded by it.
 type group struct {
-	c    *groupCoordinator
+	c    *Coordinator
 	name string
-	part *Partition // the __consumer_offsets partition of this group
+	part *partition // the __consumer_offsets partition of this group
 
 	mu    sync.Mutex
 	state groupState
@@ -77,7 +74,7 @@ type group struct {
 	static map[string]string
 	// pending holds member ids handed out with MEMBER_ID_REQUIRED that have
 	// not joined yet; each expires after its session timeout.
-	pending map[string]*time.Timer
+	pending map[string]Timer
 	// subscribed is the union of the members' subscribed topics when every
 	// member is a parsable consumer; nil when unknown.
 	subscribed map[string]bool
@@ -85,7 +82,7 @@ type group struct {
 	// The rebalance timer runs during PreparingRebalance (join deadline)
 	// and while SyncGroups are awaited. timerSeq invalidates callbacks of
 	// timers that were stopped or replaced.
-	timer    *time.Timer
+	timer    Timer
 	timerSeq uint64
 	// initialDelay: the join phase of an Empty group waits
 	// group.initial.rebalance.delay.ms, extended while members keep
@@ -96,7 +93,7 @@ type group struct {
 
 	offsets map[offsetTP]*committedOffset
 
-	out []groupReply // responses to send once mu is released
+	out []func() // completions to run once mu is released
 }
 
 // groupMember is one member of a group.
@@ -109,12 +106,12 @@ type groupMember struct {
 	rebalance  time.Duration
 	// protocols are the member's supported protocols, in its preference
 	// order, with metadata copied out of the request frame.
-	protocols []kmsg.JoinGroupRequestProtocol
+	protocols []Protocol
 	// assignment is what the leader assigned for the current generation.
 	assignment []byte
 
-	join *Request // JoinGroup waiting for the join phase to end
-	sync *Request // SyncGroup waiting for the leader's assignment
+	join func(JoinResult) // JoinGroup waiting for the join phase to end
+	sync func(SyncResult) // SyncGroup waiting for the leader's assignment
 	// awaitingSync: the member is in the current generation but has not
 	// sent SyncGroup yet; it is removed if it does not within the
 	// rebalance timeout.
@@ -123,44 +120,39 @@ type groupMember struct {
 	// before it has an id, so newMemberJoinTimeout applies instead).
 	isNew bool
 
-	deadline time.Time   // session expiry
-	timer    *time.Timer // session timer; Invariant: timerAt <= deadline
-	timerAt  time.Time   // when timer is due
+	deadline time.Time // session expiry
+	timer    Timer     // session timer; Invariant: timerAt <= deadline
+	timerAt  time.Time // when timer is due
 }
 
-type groupReply struct {
-	r    *Request
-	resp kmsg.Response
-}
-
-func newGroup(c *groupCoordinator, name string, now time.Time) *group {
+func newGroup(c *Coordinator, p *partition, name string, now time.Time) *group {
 	return &group{
-		c: c, name: name, part: c.partitionFor(name),
+		c: c, name: name, part: p,
 		state: groupEmpty, stateSince: now,
 		members: map[string]*groupMember{}, static: map[string]string{},
-		pending: map[string]*time.Timer{}, offsets: map[offsetTP]*committedOffset{},
+		pending: map[string]Timer{}, offsets: map[offsetTP]*committedOffset{},
 	}
 }
 
-// reply queues a response; it is sent by unlock.
-func (g *group) reply(r *Request, resp kmsg.Response) {
-	g.out = append(g.out, groupReply{r, resp})
+// reply queues a completion; it runs in unlock.
+func (g *group) reply(f func()) {
+	g.out = append(g.out, f)
 }
 
-// unlock releases the group and then sends the queued responses, so no
+// unlock releases the group and then runs the queued completions, so no
 // response is encoded or written under the lock.
 func (g *group) unlock() {
 	out := g.out
 	g.out = nil
 	g.mu.Unlock()
-	for _, o := range out {
-		o.r.Respond(o.resp)
+	for _, f := range out {
+		f()
 	}
 }
 
 func (g *group) transition(s groupState) {
 	g.state = s
-	g.stateSince = time.Now()
+	g.stateSince = g.c.clock.Now()
 }
 
 // markDead ends the group: it leaves the coordinator's map, and any later
@@ -174,7 +166,8 @@ func (g *group) markDead() {
 	g.c.forget(g)
 }
 
-// unload answers parked requests and stops every timer (broker shutdown).
+// unload answers parked requests with NOT_COORDINATOR and stops every
+// timer: its partition was unloaded, or the coordinator closed.
 // The group is Dead from then on, so timer callbacks already waiting for
 // the lock do nothing.
 func (g *group) unload() {
@@ -209,7 +202,7 @@ func (g *group) failParked(m *groupMember, code int16) {
 func (g *group) armTimer(d time.Duration) {
 	g.stopTimer()
 	seq := g.timerSeq
-	g.timer = time.AfterFunc(d, func() { g.onTimer(seq) })
+	g.timer = g.c.clock.AfterFunc(d, func() { g.onTimer(seq) })
 }
 
 func (g *group) stopTimer() {
@@ -239,10 +232,10 @@ func (g *group) onTimer(seq uint64) {
 // deadline (the timer re-arms itself for the remainder when it fires), so
 // heartbeats cost no timer operation; an earlier one re-arms the timer.
 func (g *group) touch(m *groupMember, d time.Duration) {
-	m.deadline = time.Now().Add(d)
+	m.deadline = g.c.clock.Now().Add(d)
 	switch {
 	case m.timer == nil:
-		m.timer = time.AfterFunc(d, func() { g.onSessionTimer(m) })
+		m.timer = g.c.clock.AfterFunc(d, func() { g.onSessionTimer(m) })
 		m.timerAt = m.deadline
 	case m.deadline.Before(m.timerAt):
 		m.timer.Reset(d)
@@ -256,7 +249,7 @@ func (g *group) onSessionTimer(m *groupMember) {
 	if g.state == groupDead || g.members[m.id] != m {
 		return
 	}
-	now := time.Now()
+	now := g.c.clock.Now()
 	if left := m.deadline.Sub(now); left > 0 {
 		m.timer.Reset(left)
 		m.timerAt = m.deadline
@@ -270,7 +263,7 @@ func (g *group) onSessionTimer(m *groupMember) {
 		m.timerAt = m.deadline
 		return
 	}
-	g.c.b.log.Info("group member session expired", "group", g.name, "member", m.id, "generation", g.generation)
+	g.c.log.Info("group member session expired", "group", g.name, "member", m.id, "generation", g.generation)
 	g.removeMemberAndUpdate(m)
 }
 
@@ -300,7 +293,7 @@ func (g *group) allJoined() bool {
 // supportsProtocols reports whether a member (self, nil if new) with
 // protocolType and protocols can be part of the group: the type matches and
 // at least one protocol is supported by every other member.
-func (g *group) supportsProtocols(self *groupMember, protocolType string, protocols []kmsg.JoinGroupRequestProtocol) bool {
+func (g *group) supportsProtocols(self *groupMember, protocolType string, protocols []Protocol) bool {
 	if protocolType == "" || len(protocols) == 0 {
 		return false
 	}
@@ -348,7 +341,7 @@ func (m *groupMember) metadataFor(name string) []byte {
 
 // sameProtocols reports whether a rejoin carries exactly the member's
 // current protocols and metadata (then it changes nothing).
-func (m *groupMember) sameProtocols(ps []kmsg.JoinGroupRequestProtocol) bool {
+func (m *groupMember) sameProtocols(ps []Protocol) bool {
 	if len(ps) != len(m.protocols) {
 		return false
 	}
@@ -403,9 +396,9 @@ func (g *group) sortedMembers() []*groupMember {
 }
 
 // addMember puts a new member in the group and starts a rebalance.
-func (g *group) addMember(m *groupMember, r *Request) {
+func (g *group) addMember(m *groupMember, protocolType string, done func(JoinResult)) {
 	if len(g.members) == 0 {
-		g.protocolType = r.Msg.(*kmsg.JoinGroupRequest).ProtocolType
+		g.protocolType = protocolType
 		g.subscribed = nil
 	}
 	g.members[m.id] = m
@@ -415,7 +408,7 @@ func (g *group) addMember(m *groupMember, r *Request) {
 	if g.leader == "" {
 		g.leader = m.id
 	}
-	m.join = r
+	m.join = done
 	m.isNew = true
 	g.newMemberAdded = true
 	g.touch(m, newMemberJoinTimeout)
@@ -424,21 +417,21 @@ func (g *group) addMember(m *groupMember, r *Request) {
 }
 
 // updateMember records a known member's rejoin and (re)starts a rebalance.
-func (g *group) updateMember(m *groupMember, r *Request, p joinParams) {
+func (g *group) updateMember(m *groupMember, done func(JoinResult), p *JoinRequest) {
 	p.applyTo(m)
-	g.park(m, r)
+	g.park(m, done)
 	g.maybePrepareRebalance()
 	g.maybeCompleteJoin()
 }
 
-// park makes r the member's JoinGroup awaiting the end of the join phase.
-// A JoinGroup it supersedes (the member retried on another connection) is
-// told to rejoin.
-func (g *group) park(m *groupMember, r *Request) {
+// park makes done the member's JoinGroup awaiting the end of the join
+// phase. A JoinGroup it supersedes (the member retried on another
+// connection) is told to rejoin.
+func (g *group) park(m *groupMember, done func(JoinResult)) {
 	if m.join != nil {
 		g.replyJoinError(m.join, kerr.RebalanceInProgress.Code, m.id)
 	}
-	m.join = r
+	m.join = done
 }
 
 // removeMember takes m out of the group, answering its parked requests.
@@ -496,7 +489,7 @@ func (g *group) prepareRebalance() {
 		m.awaitingSync = false
 	}
 	if g.state == groupEmpty {
-		delay := g.c.cfg.GroupInitialRebalanceDelay
+		delay := g.c.cfg.InitialRebalanceDelay
 		g.initialDelay = true
 		g.newMemberAdded = false
 		g.delayLeft = max(g.rebalanceTimeout()-delay, 0)
@@ -521,7 +514,7 @@ func (g *group) maybeCompleteJoin() {
 // joinDeadline: the join phase's timer fired.
 func (g *group) joinDeadline() {
 	if g.initialDelay && g.newMemberAdded && g.delayLeft > 0 {
-		d := min(g.c.cfg.GroupInitialRebalanceDelay, g.delayLeft)
+		d := min(g.c.cfg.InitialRebalanceDelay, g.delayLeft)
 		g.delayLeft -= d
 		g.newMemberAdded = false
 		g.armTimer(d)
@@ -550,7 +543,7 @@ func (g *group) completeJoin() {
 	g.nextGeneration()
 	if g.state == groupEmpty {
 		if err := g.storeGroup(); err != nil {
-			g.c.b.log.Warn("writing empty group metadata failed", "group", g.name, "err", err)
+			g.c.log.Warn("writing empty group metadata failed", "group", g.name, "err", err)
 		}
 		return
 	}
@@ -600,7 +593,7 @@ func (g *group) syncDeadline() {
 	kicked := false
 	for _, m := range g.members {
 		if m.awaitingSync {
-			g.c.b.log.Info("group member did not sync in time", "group", g.name, "member", m.id)
+			g.c.log.Info("group member did not sync in time", "group", g.name, "member", m.id)
 			g.removeMember(m)
 			kicked = true
 		}
@@ -645,70 +638,31 @@ func (g *group) computeSubscribed() map[string]bool {
 
 // ---- responses ----
 
-func (g *group) replyJoin(r *Request, m *groupMember, withMembers bool, leader string) {
-	resp := r.Msg.(*kmsg.JoinGroupRequest).ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.Generation = g.generation
-	resp.ProtocolType = kmsg.StringPtr(g.protocolType)
-	resp.Protocol = kmsg.StringPtr(g.protocol)
-	resp.LeaderID = leader
-	resp.MemberID = m.id
+func (g *group) replyJoin(done func(JoinResult), m *groupMember, withMembers bool, leader string) {
+	res := JoinResult{
+		Generation: g.generation, ProtocolType: g.protocolType, Protocol: g.protocol,
+		Leader: leader, MemberID: m.id,
+	}
 	if withMembers {
 		for _, o := range g.sortedMembers() {
-			rm := kmsg.JoinGroupResponseMember{MemberID: o.id, ProtocolMetadata: o.metadataFor(g.protocol)}
-			if o.instanceID != "" {
-				rm.InstanceID = kmsg.StringPtr(o.instanceID)
-			}
-			resp.Members = append(resp.Members, rm)
+			res.Members = append(res.Members, JoinMember{MemberID: o.id, InstanceID: o.instanceID, Metadata: o.metadataFor(g.protocol)})
 		}
 	}
-	g.reply(r, resp)
+	g.reply(func() { done(res) })
 }
 
-func (g *group) replyJoinError(r *Request, code int16, memberID string) {
-	resp := r.Msg.(*kmsg.JoinGroupRequest).ResponseKind().(*kmsg.JoinGroupResponse)
-	resp.ErrorCode = code
-	resp.MemberID = memberID
-	g.reply(r, resp)
+func (g *group) replyJoinError(done func(JoinResult), code int16, memberID string) {
+	g.reply(func() { done(JoinResult{ErrorCode: code, MemberID: memberID}) })
 }
 
-func (g *group) replySync(r *Request, assignment []byte) {
-	resp := r.Msg.(*kmsg.SyncGroupRequest).ResponseKind().(*kmsg.SyncGroupResponse)
-	resp.ProtocolType = kmsg.StringPtr(g.protocolType)
-	resp.Protocol = kmsg.StringPtr(g.protocol)
-	resp.MemberAssignment = assignment
-	if resp.MemberAssignment == nil {
-		resp.MemberAssignment = []byte{}
+func (g *group) replySync(done func(SyncResult), assignment []byte) {
+	if assignment == nil {
+		assignment = []byte{}
 	}
-	g.reply(r, resp)
+	res := SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: assignment}
+	g.reply(func() { done(res) })
 }
 
-func (g *group) replySyncError(r *Request, code int16) {
-	resp := r.Msg.(*kmsg.SyncGroupRequest).ResponseKind().(*kmsg.SyncGroupResponse)
-	resp.ErrorCode = code
-	resp.MemberAssignment = []byte{}
-	g.reply(r, resp)
-}
-
-// ---- helpers ----
-
-// newMemberID is Kafka's form: the instance id (static members) or client
-// id, a dash, and a random UUID.
-func newMemberID(prefix string) string {
-	var u [16]byte
-	_, _ = rand.Read(u[:])
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
-}
-
-// clientHost is the member's address as Kafka reports it: "/" + IP.
-func clientHost(r *Request) string {
-	if r.Session == nil || r.Session.Remote == "" {
-		return ""
-	}
-	host, _, err := net.SplitHostPort(r.Session.Remote)
-	if err != nil {
-		host = r.Session.Remote
-	}
-	return "/" + host
+func (g *group) replySyncError(done func(SyncResult), code int16) {
+	g.reply(func() { done(SyncResult{ErrorCode: code, Assignment: []byte{}}) })
 }

@@ -1,21 +1,26 @@
-package engine
+package group
 
-// Rebuilding groups at start from __consumer_offsets. Every partition is
-// replayed in log order; the last record of a key wins and a tombstone
-// removes it. A group whose last metadata record has members comes back
-// Stable with them and their assignments, each member's session starting
-// now, so consumers that keep heartbeating across a broker restart do not
-// rebalance (as after a Kafka coordinator failover). A group with only
-// offsets comes back Empty.
+// LoadPartition and UnloadPartition: the coordinator takes and gives up
+// the groups of one partition of __consumer_offsets (see the package doc
+// for when each is called). A load replays the partition in log order; the
+// last record of a key wins and a tombstone removes it. A group whose last
+// metadata record has members comes back Stable with them and their
+// assignments, each member's session starting now, so consumers that keep
+// heartbeating across a failover do not rebalance (as after a Kafka
+// coordinator failover). A group with only offsets comes back Empty.
 
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// errBadRecord: a record of __consumer_offsets that cannot be decoded.
+var errBadRecord = errors.New("malformed __consumer_offsets record")
 
 // loadedGroup collects one group's records during replay.
 type loadedGroup struct {
@@ -23,9 +28,69 @@ type loadedGroup struct {
 	offsets map[offsetTP]*committedOffset
 }
 
-func (c *groupCoordinator) load() error {
-	start := time.Now()
+// LoadPartition replays partition p of __consumer_offsets from log and
+// takes ownership of the groups that hash to it; from then on their
+// requests are served here and their writes go to log. It returns the
+// number of groups loaded. A record that cannot be decoded fails the load
+// (skipping it could resurrect deleted offsets) and nothing is attached.
+// Loading a partition already loaded, or after Close, is an error.
+func (c *Coordinator) LoadPartition(p int32, log PartitionLog) (int, error) {
+	if p < 0 || p >= c.cfg.Partitions {
+		return 0, fmt.Errorf("partition %d of %d", p, c.cfg.Partitions)
+	}
 	loaded := map[string]*loadedGroup{}
+	if err := log.Replay(func(key, value []byte) error { return loadRecord(loaded, key, value) }); err != nil {
+		return 0, err
+	}
+	part := &partition{index: p, log: log}
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed || c.mu.parts[p] != nil {
+		return 0, fmt.Errorf("partition %d: already loaded, or coordinator closed", p)
+	}
+	c.mu.parts[p] = part
+	n := 0
+	for name, lg := range loaded {
+		if c.PartitionFor(name) != p {
+			continue // not ours to serve (a record in the wrong partition)
+		}
+		if g := lg.build(c, part, name, now); g != nil {
+			c.mu.groups[name] = g
+			n++
+		}
+	}
+	return n, nil
+}
+
+// UnloadPartition gives up partition p: its groups are dropped, their
+// timers stopped, and their parked JoinGroup and SyncGroup requests
+// answered NOT_COORDINATOR. Later requests for them get NOT_COORDINATOR
+// until p is loaded again. Unloading a partition not loaded does nothing.
+func (c *Coordinator) UnloadPartition(p int32) {
+	c.mu.Lock()
+	part := c.mu.parts[p]
+	if part == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.mu.parts, p)
+	groups := c.takeGroups(func(g *group) bool { return g.part == part })
+	c.mu.Unlock()
+	unloadGroups(groups)
+}
+
+// Loaded reports whether partition p is loaded.
+func (c *Coordinator) Loaded(p int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.parts[p] != nil
+}
+
+// loadRecord applies one record of __consumer_offsets. Key versions 0 and
+// 1 are offset commits, 2 group metadata; newer coordinators' record types
+// (KIP-848 groups, share groups) are not Sluice's and are skipped.
+func loadRecord(loaded map[string]*loadedGroup, key, value []byte) error {
 	get := func(name string) *loadedGroup {
 		lg := loaded[name]
 		if lg == nil {
@@ -34,28 +99,6 @@ func (c *groupCoordinator) load() error {
 		}
 		return lg
 	}
-	for _, p := range c.parts {
-		err := replay(p, func(key, value []byte) error { return loadRecord(get, key, value) })
-		if err != nil {
-			return fmt.Errorf("load %s-%d: %w", offsetsTopic, p.Index, err)
-		}
-		// One replica: everything in the log is committed.
-		p.Log.SetHighWatermark(p.Log.LogEndOffset())
-	}
-	now := time.Now()
-	for name, lg := range loaded {
-		if g := lg.build(c, name, now); g != nil {
-			c.mu.groups[name] = g
-		}
-	}
-	c.b.log.Info("loaded consumer groups", "groups", len(c.mu.groups), "took", time.Since(start))
-	return nil
-}
-
-// loadRecord applies one record of __consumer_offsets. Key versions 0 and
-// 1 are offset commits, 2 group metadata; newer coordinators' record types
-// (KIP-848 groups, share groups) are not Sluice's and are skipped.
-func loadRecord(get func(string) *loadedGroup, key, value []byte) error {
 	if len(key) < 2 {
 		return errBadRecord
 	}
@@ -116,11 +159,11 @@ func loadOffset(lg *loadedGroup, tp offsetTP, value []byte) error {
 }
 
 // build makes the group the records describe; nil if nothing is left of it.
-func (lg *loadedGroup) build(c *groupCoordinator, name string, now time.Time) *group {
+func (lg *loadedGroup) build(c *Coordinator, p *partition, name string, now time.Time) *group {
 	if lg.meta == nil && len(lg.offsets) == 0 {
 		return nil
 	}
-	g := newGroup(c, name, now)
+	g := newGroup(c, p, name, now)
 	g.offsets = lg.offsets
 	if lg.meta != nil {
 		g.restore(lg.meta)
@@ -146,7 +189,7 @@ func (g *group) restore(v *kmsg.GroupMetadataValue) {
 			id: vm.MemberID, clientID: vm.ClientID, clientHost: vm.ClientHost,
 			session:    msDuration(vm.SessionTimeoutMillis),
 			rebalance:  msDuration(vm.RebalanceTimeoutMillis),
-			protocols:  []kmsg.JoinGroupRequestProtocol{{Name: g.protocol, Metadata: vm.Subscription}},
+			protocols:  []Protocol{{Name: g.protocol, Metadata: vm.Subscription}},
 			assignment: vm.Assignment,
 		}
 		if vm.RebalanceTimeoutMillis < 0 {
@@ -170,3 +213,5 @@ func (g *group) restore(v *kmsg.GroupMetadataValue) {
 	g.state = groupStable
 	g.subscribed = g.computeSubscribed()
 }
+
+func msDuration(ms int32) time.Duration { return time.Duration(ms) * time.Millisecond }
