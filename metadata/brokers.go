@@ -100,7 +100,7 @@ func (BrokerRegistrationChangeRecord) Type() RecordType { return BrokerRegistrat
 //	                       rack nullable string, fenced u8 (0|1), in controlled shutdown u8 (0|1)
 //	Unregister/Fence/Unfence  id i32, epoch i64
 //	BrokerRegistrationChangeRecord  id i32, epoch i64, fenced i8, in controlled shutdown i8
-const maxEndpoints = 64
+const maxEndpoints = 16 // listeners per broker
 
 func (r RegisterBrokerRecord) appendBody(dst []byte) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(r.BrokerID))

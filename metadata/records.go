@@ -164,9 +164,11 @@ const (
 	recordVersion = 0
 	maxStringLen  = 32767 // Kafka's string limit
 	maxListLen    = 1 << 16
-	// MaxRecordBytes bounds one encoded record; the largest real one is a
-	// PartitionRecord of maxListLen replicas and ISR.
-	MaxRecordBytes = 1 << 20
+	// MaxRecordBytes bounds one encoded record; the largest real ones are
+	// a PartitionRecord or PartitionChangeRecord with four lists of
+	// maxListLen (1 MiB) and a RegisterBrokerRecord of maxEndpoints
+	// endpoints with the longest names and hosts (about 1 MiB).
+	MaxRecordBytes = 2 << 20
 )
 
 // AppendRecord appends r's encoding to dst.

@@ -92,3 +92,27 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// The largest records the decoder's limits allow still fit MaxRecordBytes,
+// so anything the bounds admit can be written and read back.
+func TestLargestRecordsFit(t *testing.T) {
+	list := make([]int32, maxListLen)
+	long := string(make([]byte, maxStringLen))
+	eps := make([]Endpoint, maxEndpoints)
+	for i := range eps {
+		eps[i] = Endpoint{Name: long, Host: long}
+	}
+	for _, r := range []Record{
+		PartitionRecord{Replicas: list, ISR: list, AddingReplicas: list, RemovingReplicas: list},
+		PartitionChangeRecord{ISR: list, Replicas: list, AddingReplicas: list, RemovingReplicas: list},
+		RegisterBrokerRecord{Endpoints: eps, Rack: &long},
+	} {
+		b := AppendRecord(nil, r)
+		if len(b) > MaxRecordBytes {
+			t.Errorf("%v: %d bytes", r.Type(), len(b))
+		}
+		if _, err := DecodeRecord(b); err != nil {
+			t.Errorf("%v: %v", r.Type(), err)
+		}
+	}
+}
