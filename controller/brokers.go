@@ -110,8 +110,8 @@ func (c *Controller) Heartbeat(img metadata.Image, req Heartbeat, nowMs int64) H
 		c.controlledShutdown(b, br)
 		out.ShouldShutDown = !leadsAny(b.image(), br.ID)
 	}
-	now, _ := b.image().Broker(br.ID)
-	out.IsFenced = now.Fenced
+	after, _ := b.image().Broker(br.ID)
+	out.IsFenced = after.Fenced
 	out.Records = b.records()
 	return out
 }

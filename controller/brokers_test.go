@@ -1,9 +1,9 @@
 package controller
 
 import (
+	"math"
 	"testing"
 
-	"github.com/sluice-broker/sluice/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -59,6 +59,12 @@ func TestReregistrationReplaces(t *testing.T) {
 	// Its old epoch is stale now.
 	if res := h.c.Heartbeat(h.img, Heartbeat{BrokerID: 1, BrokerEpoch: old}, h.now); res.Err != kerr.StaleBrokerEpoch {
 		t.Errorf("old epoch's heartbeat: %v", res.Err)
+	}
+	// An epoch is always above the one it replaces, whatever offset the
+	// caller passes.
+	low := h.c.Register(h.img, Registration{BrokerID: 2, ClusterID: cluster, NextOffset: 0}, h.now)
+	if low.BrokerEpoch != h.epoch(2)+1 {
+		t.Errorf("epoch %d replacing %d", low.BrokerEpoch, h.epoch(2))
 	}
 	// Registering again with the same incarnation (a retry) also gets a
 	// new epoch: the response to the first may have been lost.
@@ -130,6 +136,9 @@ func TestHeartbeat(t *testing.T) {
 // not before; heartbeats keep it alive indefinitely.
 func TestSessionExpiry(t *testing.T) {
 	h := newHarness(t)
+	if next := h.c.NextTickMs(); next != math.MaxInt64 {
+		t.Errorf("next tick %d with no brokers", next)
+	}
 	h.brokers(3)
 	h.topic("t", ints(1, 2, 3))
 	for range 10 {
@@ -300,5 +309,4 @@ func TestUnregister(t *testing.T) {
 	if _, ok := h.img.Broker(1); !ok {
 		t.Errorf("not registered")
 	}
-	_ = metadata.NoLeaderChange
 }

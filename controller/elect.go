@@ -192,8 +192,8 @@ func (c *Controller) electOne(img metadata.Image, b *batch, typ ElectionType, tp
 		if p.Leader == p.Replicas[0] {
 			return kerr.ElectionNotNeeded
 		}
-		leader = electClean(&metadata.PartitionImage{Replicas: p.Replicas[:1]}, p.ISR, ok)
-		if leader == -1 {
+		leader = p.Replicas[0]
+		if !slices.Contains(p.ISR, leader) || !ok(leader) {
 			return kerr.PreferredLeaderNotAvailable
 		}
 	case ElectUnclean:
