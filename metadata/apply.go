@@ -38,6 +38,7 @@ type builder struct {
 	ownTopicMaps       bool
 	ownConfigMap       bool
 	ownFeatures        bool
+	ownBrokers         bool
 	ownTopics          map[[16]byte]bool       // TopicImages copied by this batch
 	ownResourceConfigs map[ConfigResource]bool // per-resource maps copied by this batch
 }
@@ -62,6 +63,18 @@ func (b *builder) apply(r Record) error {
 		return b.feature(r)
 	case ClusterRecord:
 		return b.cluster(r)
+	case RegisterBrokerRecord:
+		return b.registerBroker(r)
+	case UnregisterBrokerRecord:
+		return b.unregisterBroker(r)
+	case FenceBrokerRecord:
+		return b.changeBroker(r.BrokerID, r.BrokerEpoch, FenceChangeFence, ShutdownChangeNone)
+	case UnfenceBrokerRecord:
+		return b.changeBroker(r.BrokerID, r.BrokerEpoch, FenceChangeUnfence, ShutdownChangeNone)
+	case BrokerRegistrationChangeRecord:
+		return b.changeBroker(r.BrokerID, r.BrokerEpoch, r.Fenced, r.InControlledShutdown)
+	case PartitionChangeRecord:
+		return b.partitionChange(r)
 	}
 	return invalid("unknown record %T", r)
 }
@@ -94,7 +107,8 @@ func (b *builder) partition(r PartitionRecord) error {
 	if r.Partition != int32(len(t.Partitions)) {
 		return invalid("topic %q has %d partitions; partition %d is not the next", t.Name, len(t.Partitions), r.Partition)
 	}
-	p := PartitionImage{Replicas: r.Replicas, ISR: r.ISR, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch}
+	p := PartitionImage{Replicas: r.Replicas, ISR: r.ISR, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, PartitionEpoch: r.PartitionEpoch,
+		AddingReplicas: nilIfEmpty(r.AddingReplicas), RemovingReplicas: nilIfEmpty(r.RemovingReplicas)}
 	if err := p.check(); err != nil {
 		return invalid("partition %s-%d: %v", t.Name, r.Partition, err)
 	}
@@ -125,7 +139,7 @@ func (p *PartitionImage) check() error {
 	if p.LeaderEpoch < 0 || p.PartitionEpoch < 0 {
 		return fmt.Errorf("negative epoch")
 	}
-	return nil
+	return p.checkReassignment()
 }
 
 func distinctNodes(ns []int32) error {
@@ -250,13 +264,14 @@ func (b *builder) copyTopicMaps() {
 }
 
 // ownTopic returns a copy of t private to the batch, registered in place
-// of t.
+// of t. Its Partitions are copied too, since a PartitionChangeRecord
+// changes one in place.
 func (b *builder) ownTopic(t *TopicImage) *TopicImage {
 	b.copyTopicMaps()
 	if b.ownTopics[t.ID] {
 		return t
 	}
-	c := &TopicImage{Name: t.Name, ID: t.ID, Partitions: slices.Clip(t.Partitions)}
+	c := &TopicImage{Name: t.Name, ID: t.ID, Partitions: slices.Clone(t.Partitions)}
 	b.img.topics[c.Name], b.img.topicsByID[c.ID] = c, c
 	b.ownTopics[c.ID] = true
 	return c
@@ -319,6 +334,11 @@ func (img Image) Check() error {
 			if err := t.Partitions[i].check(); err != nil {
 				return fmt.Errorf("partition %s-%d: %v", name, i, err)
 			}
+		}
+	}
+	for id, br := range img.brokers {
+		if br.ID != id || br.Epoch < 0 {
+			return fmt.Errorf("broker %d: %+v", id, br)
 		}
 	}
 	for res, kv := range img.configs {

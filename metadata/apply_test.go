@@ -153,8 +153,14 @@ func genRecords(b []byte) []Record {
 		}
 		return out
 	}
+	nullable := func() []int32 {
+		if next()%3 == 0 {
+			return nil
+		}
+		return nodes()
+	}
 	for len(b) > 0 {
-		switch next() % 7 {
+		switch next() % 13 {
 		case 0:
 			recs = append(recs, TopicRecord{Name: names[next()%3], TopicID: ids[next()%3]})
 		case 1:
@@ -176,6 +182,20 @@ func genRecords(b []byte) []Record {
 			recs = append(recs, ClusterRecord{ClusterID: names[next()%3]})
 		case 6:
 			recs = append(recs, FeatureLevelRecord{Name: names[next()%3], FeatureLevel: int16(next())})
+		case 7:
+			recs = append(recs, RegisterBrokerRecord{BrokerID: next() % 4, BrokerEpoch: int64(next() % 8), Fenced: next()%2 == 0})
+		case 8:
+			recs = append(recs, UnregisterBrokerRecord{BrokerID: next() % 4, BrokerEpoch: int64(next() % 8)})
+		case 9:
+			recs = append(recs, FenceBrokerRecord{BrokerID: next() % 4, BrokerEpoch: int64(next() % 8)})
+		case 10:
+			recs = append(recs, UnfenceBrokerRecord{BrokerID: next() % 4, BrokerEpoch: int64(next() % 8)})
+		case 11:
+			recs = append(recs, BrokerRegistrationChangeRecord{BrokerID: next() % 4, BrokerEpoch: int64(next() % 8),
+				Fenced: int8(next()%4 - 1), InControlledShutdown: int8(next()%3 - 1)})
+		case 12:
+			recs = append(recs, PartitionChangeRecord{TopicID: ids[next()%3], Partition: next()%3 - 1, Leader: next()%6 - 2,
+				ISR: nullable(), Replicas: nullable(), AddingReplicas: nullable(), RemovingReplicas: nullable()})
 		}
 	}
 	return recs
@@ -188,6 +208,12 @@ func genRecords(b []byte) []Record {
 func FuzzApply(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 2, 0, 0, 0, 1, 3, 0, 4, 1, 5})
 	f.Add([]byte{0, 1, 1, 1, 1, 0, 2, 2, 2, 0, 0, 0, 0, 2, 0, 1, 0, 0, 3, 1, 0, 2, 1})
+	// Brokers 1 and 2 register, 1 is unfenced and shut down, topic a gets
+	// an RF=2 partition, then a leader change and an ISR shrink.
+	f.Add([]byte{7, 1, 1, 0, 7, 2, 2, 0, 10, 1, 1, 11, 1, 1, 1, 2,
+		0, 0, 0, 1, 0, 0, 2, 1, 2, 2, 1, 2, 2, 0, 0,
+		12, 0, 1, 4, 1, 2, 2, 1, 2, 0, 0,
+		12, 0, 1, 1, 1, 1, 2, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var img Image
 		for _, r := range genRecords(b) {
@@ -208,6 +234,7 @@ func FuzzApply(f *testing.F) {
 			if next.ProducerIDs().NextProducerID < img.ProducerIDs().NextProducerID {
 				t.Fatalf("producer ids went backwards")
 			}
+			checkEpochsGrow(t, img, next)
 			img = next
 		}
 		checkSnapshotRoundTrip(t, img)
@@ -231,5 +258,28 @@ func checkSnapshotRoundTrip(t *testing.T, img Image) {
 	}
 	if !reflect.DeepEqual(again.Records(), recs) {
 		t.Fatalf("snapshot round trip: %v, want %v", again.Records(), recs)
+	}
+}
+
+// checkEpochsGrow fails if a broker's or a partition's epoch went backwards
+// between two images.
+func checkEpochsGrow(t *testing.T, before, after Image) {
+	t.Helper()
+	for _, b := range before.Brokers() {
+		if a, ok := after.Broker(b.ID); ok && a.Epoch < b.Epoch {
+			t.Fatalf("broker %d epoch %d -> %d", b.ID, b.Epoch, a.Epoch)
+		}
+	}
+	for bt := range before.AllTopics() {
+		at := after.TopicByID(bt.ID)
+		if at == nil {
+			continue
+		}
+		for i, bp := range bt.Partitions {
+			ap := at.Partitions[i]
+			if ap.LeaderEpoch < bp.LeaderEpoch || ap.PartitionEpoch < bp.PartitionEpoch {
+				t.Fatalf("partition %s-%d epochs %d/%d -> %d/%d", bt.Name, i, bp.LeaderEpoch, bp.PartitionEpoch, ap.LeaderEpoch, ap.PartitionEpoch)
+			}
+		}
 	}
 }

@@ -6,9 +6,15 @@
 //
 // The records are shaped after KRaft's (same names, fields and type
 // numbers): TopicRecord, PartitionRecord, ConfigRecord, RemoveTopicRecord,
-// ProducerIDsRecord, FeatureLevelRecord, plus Sluice's ClusterRecord. Apply
-// is a pure function (image, record) → image; every broker that applies
-// the same records reaches the same image.
+// ProducerIDsRecord, FeatureLevelRecord, plus Sluice's ClusterRecord; and
+// for a cluster RegisterBrokerRecord, UnregisterBrokerRecord,
+// FenceBrokerRecord, UnfenceBrokerRecord, BrokerRegistrationChangeRecord
+// (brokers.go) and PartitionChangeRecord (partition_change.go). Apply is a
+// pure function (image, record) → image; every broker that applies the
+// same records reaches the same image. What to propose is decided
+// elsewhere (package controller); Apply only refuses what does not follow
+// (an unknown broker or a stale broker epoch, ISR ⊄ replicas, a leader
+// outside the ISR).
 //
 // How it is used:
 //

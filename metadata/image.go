@@ -26,6 +26,9 @@ type Image struct {
 	configs     map[ConfigResource]map[string]string
 	producerIDs ProducerIDsImage
 	features    map[string]int16
+	// brokers holds every registered broker by id. Invariant: each value's
+	// ID is its key.
+	brokers map[int32]BrokerImage
 }
 
 // TopicImage is one topic. Read-only, like everything an Image returns.
@@ -38,13 +41,18 @@ type TopicImage struct {
 
 // PartitionImage is one partition's placement and leadership.
 // Invariant: Replicas is non-empty without duplicates, ISR ⊆ Replicas,
-// Leader == -1 or Leader ∈ ISR.
+// Leader == -1 or Leader ∈ ISR, AddingReplicas and RemovingReplicas are
+// disjoint subsets of Replicas (nil when empty), epochs are not negative.
 type PartitionImage struct {
 	Replicas       []int32
 	ISR            []int32
 	Leader         int32
-	LeaderEpoch    int32
-	PartitionEpoch int32
+	LeaderEpoch    int32 // bumped by every leader change
+	PartitionEpoch int32 // bumped by every change
+	// AddingReplicas and RemovingReplicas are the reassignment in
+	// progress, if any.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
 // Hosts reports whether node holds a replica of the partition.
@@ -108,7 +116,7 @@ func (img Image) FeatureLevel(name string) (int16, bool) {
 // IsEmpty reports whether no record has changed the image.
 func (img Image) IsEmpty() bool {
 	return img.clusterID == "" && len(img.topics) == 0 && len(img.configs) == 0 &&
-		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0
+		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0
 }
 
 // Records returns records that rebuild the image when applied to an empty
@@ -122,11 +130,13 @@ func (img Image) Records() []Record {
 	for _, name := range slices.Sorted(maps.Keys(img.features)) {
 		out = append(out, FeatureLevelRecord{Name: name, FeatureLevel: img.features[name]})
 	}
+	out = append(out, img.brokerRecords()...)
 	for _, t := range img.Topics() {
 		out = append(out, TopicRecord{Name: t.Name, TopicID: t.ID})
 		for i, p := range t.Partitions {
 			out = append(out, PartitionRecord{TopicID: t.ID, Partition: int32(i), Replicas: p.Replicas, ISR: p.ISR,
-				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch})
+				Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+				AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas})
 		}
 	}
 	out = append(out, img.configRecords()...)

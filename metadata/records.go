@@ -41,6 +41,18 @@ func (t RecordType) String() string {
 		return "ProducerIDsRecord"
 	case ClusterRecordType:
 		return "ClusterRecord"
+	case RegisterBrokerRecordType:
+		return "RegisterBrokerRecord"
+	case UnregisterBrokerRecordType:
+		return "UnregisterBrokerRecord"
+	case FenceBrokerRecordType:
+		return "FenceBrokerRecord"
+	case UnfenceBrokerRecordType:
+		return "UnfenceBrokerRecord"
+	case BrokerRegistrationChangeRecordType:
+		return "BrokerRegistrationChangeRecord"
+	case PartitionChangeRecordType:
+		return "PartitionChangeRecord"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -81,6 +93,11 @@ type PartitionRecord struct {
 	Leader         int32 // node id, -1 for none
 	LeaderEpoch    int32
 	PartitionEpoch int32
+	// AddingReplicas and RemovingReplicas are the replicas a reassignment
+	// in progress adds and removes (both ⊆ Replicas, disjoint). Encoded
+	// at version 1, only when one is non-empty.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
 // ConfigRecord sets (Value != nil) or deletes (Value == nil) one config key
@@ -138,21 +155,40 @@ func (ClusterRecord) Type() RecordType      { return ClusterRecordType }
 //	[]int32         uvarint count (count <= maxListLen), count × int32
 //	topic id        16 bytes
 //
-// Every type is at version 0. A later version appends fields; a decoder
-// refuses versions it does not know rather than guess.
+// Every type is at version 0 but PartitionRecord, which is at version 1
+// when it has adding or removing replicas (appended after the version 0
+// fields) and at version 0 otherwise, so each record still has one
+// encoding. A later version appends fields; a decoder refuses versions it
+// does not know rather than guess.
 const (
 	recordVersion = 0
 	maxStringLen  = 32767 // Kafka's string limit
 	maxListLen    = 1 << 16
-	// MaxRecordBytes bounds one encoded record; the largest real one is a
-	// PartitionRecord of maxListLen replicas and ISR.
-	MaxRecordBytes = 1 << 20
+	// MaxRecordBytes bounds one encoded record; the largest real ones are
+	// a PartitionRecord or PartitionChangeRecord with four lists of
+	// maxListLen (1 MiB) and a RegisterBrokerRecord of maxEndpoints
+	// endpoints with the longest names and hosts (about 1 MiB).
+	MaxRecordBytes = 2 << 20
 )
 
 // AppendRecord appends r's encoding to dst.
 func AppendRecord(dst []byte, r Record) []byte {
-	dst = append(dst, byte(r.Type()), recordVersion)
+	v := uint8(recordVersion)
+	if vr, ok := r.(versioned); ok {
+		v = vr.version()
+	}
+	dst = append(dst, byte(r.Type()), v)
 	return r.appendBody(dst)
+}
+
+// versioned is a record whose encoding version depends on its content.
+type versioned interface{ version() uint8 }
+
+func (r PartitionRecord) version() uint8 {
+	if len(r.AddingReplicas) > 0 || len(r.RemovingReplicas) > 0 {
+		return 1
+	}
+	return 0
 }
 
 func (r TopicRecord) appendBody(dst []byte) []byte {
@@ -167,18 +203,19 @@ func (r PartitionRecord) appendBody(dst []byte) []byte {
 	dst = appendInt32s(dst, r.ISR)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(r.Leader))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(r.LeaderEpoch))
-	return binary.BigEndian.AppendUint32(dst, uint32(r.PartitionEpoch))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(r.PartitionEpoch))
+	if r.version() == 0 {
+		return dst
+	}
+	dst = appendInt32s(dst, r.AddingReplicas)
+	return appendInt32s(dst, r.RemovingReplicas)
 }
 
 func (r ConfigRecord) appendBody(dst []byte) []byte {
 	dst = append(dst, byte(r.ResourceType))
 	dst = appendString(dst, r.ResourceName)
 	dst = appendString(dst, r.Name)
-	if r.Value == nil {
-		return binary.AppendUvarint(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(*r.Value))+1)
-	return append(dst, *r.Value...)
+	return appendNullableString(dst, r.Value)
 }
 
 func (r RemoveTopicRecord) appendBody(dst []byte) []byte { return append(dst, r.TopicID[:]...) }
@@ -199,6 +236,14 @@ func (r ClusterRecord) appendBody(dst []byte) []byte { return appendString(dst, 
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
+}
+
+func appendNullableString(dst []byte, s *string) []byte {
+	if s == nil {
+		return binary.AppendUvarint(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(*s))+1)
+	return append(dst, *s...)
 }
 
 func appendInt32s(dst []byte, vs []int32) []byte {
@@ -223,10 +268,10 @@ func DecodeRecord(b []byte) (Record, error) {
 	if d.bad {
 		return nil, fmt.Errorf("%w: short header", ErrMalformed)
 	}
-	if version != recordVersion {
+	if version != recordVersion && (typ != PartitionRecordType || version != 1) {
 		return nil, fmt.Errorf("%w: %v version %d is unknown", ErrMalformed, typ, version)
 	}
-	r := d.body(typ)
+	r := d.body(typ, version)
 	if r == nil {
 		return nil, fmt.Errorf("%w: unknown type %d", ErrMalformed, uint8(typ))
 	}
@@ -236,13 +281,12 @@ func DecodeRecord(b []byte) (Record, error) {
 	return r, nil
 }
 
-func (d *decoder) body(typ RecordType) Record {
+func (d *decoder) body(typ RecordType, version uint8) Record {
 	switch typ {
 	case TopicRecordType:
 		return TopicRecord{Name: d.str(), TopicID: d.uuid()}
 	case PartitionRecordType:
-		return PartitionRecord{TopicID: d.uuid(), Partition: d.i32(), Replicas: d.i32s(), ISR: d.i32s(),
-			Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
+		return d.partition(version)
 	case ConfigRecordType:
 		return ConfigRecord{ResourceType: ResourceType(d.u8()), ResourceName: d.str(), Name: d.str(), Value: d.nullableStr()}
 	case RemoveTopicRecordType:
@@ -253,8 +297,33 @@ func (d *decoder) body(typ RecordType) Record {
 		return FeatureLevelRecord{Name: d.str(), FeatureLevel: int16(d.u16())}
 	case ClusterRecordType:
 		return ClusterRecord{ClusterID: d.str()}
+	case RegisterBrokerRecordType:
+		return d.registerBroker()
+	case UnregisterBrokerRecordType:
+		return UnregisterBrokerRecord{BrokerID: d.i32(), BrokerEpoch: d.i64()}
+	case FenceBrokerRecordType:
+		return FenceBrokerRecord{BrokerID: d.i32(), BrokerEpoch: d.i64()}
+	case UnfenceBrokerRecordType:
+		return UnfenceBrokerRecord{BrokerID: d.i32(), BrokerEpoch: d.i64()}
+	case BrokerRegistrationChangeRecordType:
+		return BrokerRegistrationChangeRecord{BrokerID: d.i32(), BrokerEpoch: d.i64(),
+			Fenced: int8(d.u8()), InControlledShutdown: int8(d.u8())}
+	case PartitionChangeRecordType:
+		return d.partitionChange()
 	}
 	return nil
+}
+
+func (d *decoder) partition(version uint8) PartitionRecord {
+	r := PartitionRecord{TopicID: d.uuid(), Partition: d.i32(), Replicas: d.i32s(), ISR: d.i32s(),
+		Leader: d.i32(), LeaderEpoch: d.i32(), PartitionEpoch: d.i32()}
+	if version == 1 {
+		r.AddingReplicas, r.RemovingReplicas = d.i32s(), d.i32s()
+		if r.version() != 1 { // version 1 with nothing of version 1
+			d.bad = true
+		}
+	}
+	return r
 }
 
 // decoder reads fields off b. Once a read runs short, bad sticks and every

@@ -22,6 +22,18 @@ func sampleRecords() []Record {
 		ConfigRecord{ResourceType: ResourceBroker, ResourceName: "", Name: "x", Value: strp("")},
 		RemoveTopicRecord{TopicID: id},
 		ProducerIDsRecord{BrokerID: 1, BrokerEpoch: 5, NextProducerID: 3000},
+		PartitionRecord{TopicID: id, Partition: 1, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1}, Leader: 1,
+			AddingReplicas: []int32{4}, RemovingReplicas: []int32{2, 3}},
+		RegisterBrokerRecord{BrokerID: 2, IncarnationID: id, BrokerEpoch: 42, Rack: strp("us-east-1a"), Fenced: true,
+			Endpoints: []Endpoint{{Name: "PLAINTEXT", Host: "b2.example", Port: 9092}, {Name: "SSL", Host: "b2", Port: 9093, SecurityProtocol: 1}}},
+		RegisterBrokerRecord{BrokerID: 3, BrokerEpoch: 43, InControlledShutdown: true},
+		UnregisterBrokerRecord{BrokerID: 2, BrokerEpoch: 42},
+		FenceBrokerRecord{BrokerID: 3, BrokerEpoch: 43},
+		UnfenceBrokerRecord{BrokerID: 3, BrokerEpoch: 43},
+		BrokerRegistrationChangeRecord{BrokerID: 3, BrokerEpoch: 43, Fenced: FenceChangeUnfence, InControlledShutdown: ShutdownChangeEnter},
+		PartitionChangeRecord{TopicID: id, Partition: 0, Leader: NoLeaderChange, ISR: []int32{1, 2}},
+		PartitionChangeRecord{TopicID: id, Partition: 2, Leader: 4, ISR: []int32{4}, Replicas: []int32{4, 5},
+			AddingReplicas: []int32{}, RemovingReplicas: []int32{5}},
 	}
 }
 
@@ -50,6 +62,12 @@ func TestDecodeRecordRejects(t *testing.T) {
 		"huge string":      {byte(ClusterRecordType), 0, 0xff, 0xff, 0x03},
 		"bad varint":       {byte(ClusterRecordType), 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 		"null string over": {byte(ConfigRecordType), 0, 2, 0, 1, 'k', 0xff, 0xff, 0x03},
+		"bool not 0 or 1":  append(AppendRecord(nil, RegisterBrokerRecord{BrokerID: 1})[:len(AppendRecord(nil, RegisterBrokerRecord{BrokerID: 1}))-1], 2),
+		"partition v1 with nothing of v1": append(append([]byte{byte(PartitionRecordType), 1},
+			AppendRecord(nil, PartitionRecord{Replicas: []int32{1}})[2:]...), 0, 0),
+		"partition v2":       {byte(PartitionRecordType), 2},
+		"huge nullable list": append([]byte{byte(PartitionChangeRecordType), 0}, append(make([]byte, 24), 0xff, 0xff, 0x0f)...),
+		"huge endpoints":     append(append([]byte{byte(RegisterBrokerRecordType), 0}, make([]byte, 28)...), 0x7f),
 	} {
 		if _, err := DecodeRecord(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err %v, want ErrMalformed", name, err)
@@ -73,4 +91,28 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("%v re-encodes as %x, was %x", r.Type(), again, b)
 		}
 	})
+}
+
+// The largest records the decoder's limits allow still fit MaxRecordBytes,
+// so anything the bounds admit can be written and read back.
+func TestLargestRecordsFit(t *testing.T) {
+	list := make([]int32, maxListLen)
+	long := string(make([]byte, maxStringLen))
+	eps := make([]Endpoint, maxEndpoints)
+	for i := range eps {
+		eps[i] = Endpoint{Name: long, Host: long}
+	}
+	for _, r := range []Record{
+		PartitionRecord{Replicas: list, ISR: list, AddingReplicas: list, RemovingReplicas: list},
+		PartitionChangeRecord{ISR: list, Replicas: list, AddingReplicas: list, RemovingReplicas: list},
+		RegisterBrokerRecord{Endpoints: eps, Rack: &long},
+	} {
+		b := AppendRecord(nil, r)
+		if len(b) > MaxRecordBytes {
+			t.Errorf("%v: %d bytes", r.Type(), len(b))
+		}
+		if _, err := DecodeRecord(b); err != nil {
+			t.Errorf("%v: %v", r.Type(), err)
+		}
+	}
 }
