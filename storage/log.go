@@ -41,6 +41,10 @@ type Log struct {
 	logStart atomic.Int64 // Invariant: segs[0].base <= logStart <= hw <= leo
 	size     atomic.Int64 // sum of segment sizes
 	closed   atomic.Bool
+	// truncGen is odd while a truncation cuts bytes or swaps segments and
+	// counts truncations; a Read that saw it change is retried (see
+	// truncate.go).
+	truncGen atomic.Uint64
 
 	epochs    *epochCache
 	producers *producerState // its own lock; updated only under mu
