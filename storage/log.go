@@ -82,6 +82,10 @@ type Log struct {
 	// compactHook, if set (tests), is called at each stage of a swap; an
 	// error stops the pass there, leaving the files as a crash would.
 	compactHook func(stage string) error
+	// truncateHook, if set (tests), is called at each step of a
+	// truncation; an error stops it there, leaving the files as a crash
+	// would.
+	truncateHook func(stage string) error
 
 	// flushMu serialises flushes: fsyncs and checkpoint writes.
 	flushMu sync.Mutex

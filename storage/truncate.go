@@ -194,13 +194,22 @@ func (l *Log) cutLocked(segs []*segment, i int, pos, end int64) error {
 	if err := l.lowerRecoveryPoint(rp); err != nil {
 		return err
 	}
+	if err := l.truncHook("recovery point"); err != nil {
+		return err
+	}
 	if err := l.retireSegmentsLocked(dead); err != nil {
+		return err
+	}
+	if err := l.truncHook("segments retired"); err != nil {
 		return err
 	}
 	if pos > 0 {
 		if err := l.cutSegment(s, pos); err != nil {
 			return err
 		}
+	}
+	if err := l.truncHook("segment cut"); err != nil {
+		return err
 	}
 	next, err := createSegment(l.dir, end, l.mu.cfg)
 	if err != nil {
@@ -211,7 +220,19 @@ func (l *Log) cutLocked(segs []*segment, i int, pos, end int64) error {
 		return err
 	}
 	l.publishCutLocked(append(keep, next), end)
+	if err := l.truncHook("published"); err != nil {
+		return err
+	}
 	return l.afterCutLocked(end)
+}
+
+// truncHook lets tests stop a truncation at a named step, as a crash
+// would.
+func (l *Log) truncHook(stage string) error {
+	if l.truncateHook == nil {
+		return nil
+	}
+	return l.truncateHook(stage)
 }
 
 // cutIndexes drops s's index entries at or after byte pos (where offset end
@@ -355,6 +376,9 @@ func (l *Log) afterCutLocked(end int64) error {
 	if l.epochs.truncateFromEnd(end) {
 		errs = append(errs, l.epochs.persist())
 	}
+	if err := l.truncHook("epochs"); err != nil {
+		return err
+	}
 	errs = append(errs, l.replayProducers(l.segs.Load().segs, end))
 	l.producers.evictBefore(l.logStart.Load())
 	if l.mu.cleanPoint > end {
@@ -393,6 +417,9 @@ func (l *Log) truncateFullySteps(offset int64) error {
 	if err := l.retireSegmentsLocked(l.segs.Load().segs); err != nil {
 		return err
 	}
+	if err := l.truncHook("full: segments retired"); err != nil {
+		return err
+	}
 	s, err := createSegment(l.dir, offset, l.mu.cfg)
 	if err != nil {
 		return err
@@ -408,10 +435,16 @@ func (l *Log) truncateFullySteps(offset int64) error {
 	rp := recoveryPoint{offset: offset, base: offset, maxTs: -1, maxTsOff: -1}
 	l.flushed.rp, l.flushed.diskRP = rp, rp
 	l.durableBase.Store(offset)
+	if err := l.truncHook("full: segment created"); err != nil {
+		return err
+	}
 	if err := errors.Join(
 		writeOffsetFile(l.dir, logStartFile, offset),
 		writeRecoveryPoint(l.dir, rp),
 		writeOffsetFile(l.dir, highWatermarkFile, offset)); err != nil {
+		return err
+	}
+	if err := l.truncHook("full: checkpoints"); err != nil {
 		return err
 	}
 	l.epochs.clear()
