@@ -321,6 +321,11 @@ func (l *Log) retireSegmentsLocked(dead []*segment) error {
 			return err
 		}
 		freed += s.size.Load()
+		if j == len(dead)-2 { // one segment renamed, the others not yet
+			if err := l.truncHook("one segment retired"); err != nil {
+				return err
+			}
+		}
 		if delay <= 0 {
 			s.removeDeleted()
 		} else {

@@ -339,7 +339,7 @@ func TestTruncateCrashAtEachStep(t *testing.T) {
 		"segment boundary":  -1, // filled below
 		"below first (full)": -2,
 	}
-	stages := []string{"recovery point", "segments retired", "segment cut", "published", "epochs",
+	stages := []string{"recovery point", "one segment retired", "segments retired", "segment cut", "published", "epochs",
 		"full: segments retired", "full: segment created", "full: checkpoints"}
 	for name, cut := range cuts {
 		for _, flushed := range []bool{false, true} {
