@@ -334,9 +334,9 @@ var errTestCrash = errors.New("test crash")
 func TestTruncateCrashAtEachStep(t *testing.T) {
 	batches := replicaBatches(60)
 	cuts := map[string]int64{
-		"active segment":    record.BaseOffset(batches[58]) + 1,
-		"old segment":       record.BaseOffset(batches[22]) + 1,
-		"segment boundary":  -1, // filled below
+		"active segment":     record.BaseOffset(batches[58]) + 1,
+		"old segment":        record.BaseOffset(batches[22]) + 1,
+		"segment boundary":   -1, // filled below
 		"below first (full)": -2,
 	}
 	stages := []string{"recovery point", "one segment retired", "segments retired", "segment cut", "published", "epochs",
