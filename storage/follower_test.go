@@ -3,11 +3,13 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-broker/sluice/record"
 )
@@ -339,4 +341,92 @@ func FuzzAppendAsFollower(f *testing.F) {
 			t.Fatalf("log holds %d bytes that differ from the %d appended", len(got), len(data))
 		}
 	})
+}
+
+// BenchmarkAppendAsFollower appends 16 x 1 KiB-record batches as a
+// follower, 1, 4 and 16 batches per call (one fetched record set), to
+// compare with BenchmarkAppend's 1-set and 4-sets. Each call first sets
+// the batches' base offsets to continue the log, as the leader's would.
+func BenchmarkAppendAsFollower(b *testing.B) {
+	for _, perCall := range []int{1, 4, 16} {
+		b.Run(fmt.Sprintf("%d-batches", perCall), func(b *testing.B) {
+			l := mustOpen(b, b.TempDir(), DefaultConfig())
+			defer l.Close()
+			var in []byte
+			for range perCall {
+				in = append(in, benchBatch()...)
+			}
+			size := int(record.Size(in))
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				off := l.LogEndOffset()
+				for pos := 0; pos < len(in); pos += size {
+					record.SetBaseOffset(in[pos:], off)
+					off += 16
+				}
+				if _, err := l.AppendAsFollower(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFollowerVsAppend interleaves rounds of Append (4 record sets
+// per call) and AppendAsFollower (the same 4 batches as one fetched set)
+// on two logs in one directory, so both see the same page cache and
+// writeback pressure, and reports each one's throughput and CPU time per
+// call: wall time here is mostly the disk's.
+func BenchmarkFollowerVsAppend(b *testing.B) {
+	dir := b.TempDir()
+	if os.Getenv("SLUICE_BENCH_TMPFS") != "" {
+		dir = fastTempDir(b) // page cache only: no writeback
+	}
+	leader := mustOpen(b, filepath.Join(dir, "leader"), DefaultConfig())
+	defer leader.Close()
+	follower := mustOpen(b, filepath.Join(dir, "follower"), DefaultConfig())
+	defer follower.Close()
+	entries := make([]AppendEntry, 4)
+	var in []byte
+	for i := range entries {
+		entries[i].Records = benchBatch()
+		in = append(in, benchBatch()...)
+	}
+	size := int(record.Size(in))
+	var tLeader, tFollower, cLeader, cFollower time.Duration
+	const round = 128
+	b.SetBytes(int64(len(in)))
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		start, c0 := time.Now(), cpuTime()
+		for i := 0; i < n; i++ {
+			if err := leader.Append(entries, AppendOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tLeader += time.Since(start)
+		cLeader += cpuTime() - c0
+		start, c0 = time.Now(), cpuTime()
+		for i := 0; i < n; i++ {
+			off := follower.LogEndOffset()
+			for pos := 0; pos < len(in); pos += size {
+				record.SetBaseOffset(in[pos:], off)
+				off += 16
+			}
+			if _, err := follower.AppendAsFollower(in); err != nil {
+				b.Fatal(err)
+			}
+		}
+		tFollower += time.Since(start)
+		cFollower += cpuTime() - c0
+	}
+	b.StopTimer()
+	mb := float64(b.N) * float64(len(in)) / 1e6
+	b.ReportMetric(mb/tLeader.Seconds(), "append-MB/s")
+	b.ReportMetric(mb/tFollower.Seconds(), "follower-MB/s")
+	b.ReportMetric(float64(cLeader.Microseconds())/float64(b.N), "append-cpu-µs/op")
+	b.ReportMetric(float64(cFollower.Microseconds())/float64(b.N), "follower-cpu-µs/op")
 }
