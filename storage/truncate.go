@@ -11,9 +11,9 @@ package storage
 //  1. The log end offset and high watermark marks are lowered to the cut
 //     first, so a Read that starts later never looks past it.
 //  2. Then the truncation generation turns odd, bytes are cut, and the new
-//     segment list is published; then it turns even again. A Read that
-//     overlapped a cut (the generation changed while it ran) is retried,
-//     so a Read never fails because of a concurrent truncation.
+//     segment list is published; then it turns even again. A Read during
+//     which the generation changed, or that failed while it was odd, is
+//     retried, so a Read never fails because of a concurrent truncation.
 //  3. Segments wholly above the cut are renamed *.deleted and stay open for
 //     file.delete.delay.ms, as retention's, so Regions in them stay valid.
 //  4. The segment holding the cut is truncated in place and sealed; the log
