@@ -28,7 +28,9 @@ type FollowerAppendResult struct {
 
 // AppendAsFollower appends record batches fetched from the partition
 // leader, keeping their base offsets and leader epochs. records holds one
-// or more whole RecordBatch v2 batches; the call is all or nothing:
+// or more whole RecordBatch v2 batches, all validated before anything is
+// written (a rejected call changes nothing; an I/O failure sticks, as for
+// Append):
 //
 //   - Every batch is checked as Append checks a produced one (length, magic,
 //     CRC-32C, record count against lastOffsetDelta, codec, producer
@@ -50,7 +52,8 @@ type FollowerAppendResult struct {
 //     leader's fetch responses with SetHighWatermark (clamped to the LEO).
 //
 // All batches go out in one pwritev per segment touched, and the call
-// allocates nothing (unless a new epoch or producer appears).
+// allocates nothing unless a new epoch or producer appears or a segment
+// rolls.
 func (l *Log) AppendAsFollower(records []byte) (FollowerAppendResult, error) {
 	now := time.Now().UnixMilli()
 	l.mu.Lock()

@@ -75,7 +75,8 @@ import (
 // the one spanning it keeps its start and now ends at the log end), the
 // producer state (rebuilt from the newest snapshot at or below the cut and
 // the batches after it), recovery point, log start and high watermark
-// (clamped to the new end) follow. Concurrent compaction and flushes wait.
+// (clamped to the new end) follow. It waits for a running compaction pass
+// or flush to finish first.
 func (l *Log) TruncateTo(offset int64) error {
 	if offset < 0 {
 		return ErrOffsetOutOfRange
