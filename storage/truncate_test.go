@@ -533,3 +533,43 @@ func TestTruncateConcurrentReads(t *testing.T) {
 		t.Fatal("no reads ran")
 	}
 }
+
+// TestTruncateRegionsHandedOutBefore pins what a Region read before a
+// truncation reads after it: in a segment above the cut (renamed
+// *.deleted, open for file.delete.delay.ms) the same bytes; in the cut
+// segment the bytes below the cut, and a short read past it — never the
+// bytes appended after the truncation, which go to a new segment.
+func TestTruncateRegionsHandedOutBefore(t *testing.T) {
+	cfg := truncateConfig()
+	cfg.FileDeleteDelayMs = 60_000
+	batches := replicaBatches(60)
+	l := replicaLog(t, t.TempDir(), cfg, batches)
+	defer l.Close()
+	segs := l.segs.Load().segs
+	cutSeg, above := segs[1], segs[3]
+	read := func(offset int64) (Region, []byte) {
+		r, err := l.Read(offset, 1<<20, true)
+		if err != nil || r.Len == 0 {
+			t.Fatalf("Read(%d): %+v %v", offset, r, err)
+		}
+		return r, readRegion(t, r)
+	}
+	rAbove, wantAbove := read(above.base)
+	rCut, wantCut := read(cutSeg.base)
+	cutAt := record.BaseOffset(prefixFrom(batches, cutSeg.base+1)[1]) // the second batch of the cut segment
+	if err := l.TruncateTo(cutAt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AppendAsFollower(followerSet(cutAt, 30, buildBatch(spec(4, 300)), buildBatch(spec(4, 300)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := readRegion(t, rAbove); !bytes.Equal(got, wantAbove) {
+		t.Fatal("a Region in a deleted segment changed")
+	}
+	got := make([]byte, rCut.Len)
+	n, err := rCut.File.ReadAt(got, rCut.Pos)
+	kept := record.Size(wantCut)
+	if !errors.Is(err, io.EOF) || int64(n) != kept || !bytes.Equal(got[:n], wantCut[:kept]) {
+		t.Fatalf("Region in the cut segment read %d bytes (%v), want the %d below the cut and EOF", n, err, kept)
+	}
+}
