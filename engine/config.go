@@ -48,6 +48,9 @@ type Config struct {
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
 
+	MinInsyncReplicas int32         // min.insync.replicas (broker default of the topic key)
+	ReplicaLagTimeMax time.Duration // replica.lag.time.max.ms
+
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
 	// core). cmd/sluice reads them; the engine never touches a socket.

@@ -24,7 +24,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
 		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
-		MaxIncrementalFetchSessions: 1000, Net: "auto",
+		MaxIncrementalFetchSessions: 1000, MinInsyncReplicas: 1, ReplicaLagTimeMax: 30 * time.Second, Net: "auto",
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
