@@ -26,6 +26,7 @@ type Broker struct {
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
+	replicas *replicaManager    // replica fetchers, ISR tick, cluster link (replica_fetcher.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -50,10 +51,13 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.clusterID = mp.ClusterID
+	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openMetadata(); err != nil {
+		b.replicas.close()
 		return nil, err
 	}
 	if err := b.startSubsystems(); err != nil {
+		b.replicas.close()
 		b.closeTopics()
 		b.meta.store.Close()
 		return nil, err
@@ -95,6 +99,7 @@ func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		close(b.closing)
+		b.replicas.close() // no follower writes once the logs close
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()

@@ -139,7 +139,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"log.cleaner.delete.retention.ms": {0, i64}, "log.cleaner.max.compaction.lag.ms": {1, i64},
 		"log.message.timestamp.before.max.ms": {0, i64}, "log.message.timestamp.after.max.ms": {0, i64},
 		"log.cleaner.min.cleanable.ratio": {0, 1}, "log.cleaner.min.compaction.lag.ms": {0, i64},
-		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64},
+		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64}, "replica.lag.time.max.ms": {1, i64},
 		// Described, not read: no range was checked before.
 		"default.replication.factor": {1, i32}, "offsets.topic.replication.factor": {1, i32},
 	}

@@ -188,6 +188,11 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 		}
 	}
 	old := t.Partitions()
+	for i, p := range old {
+		if p != nil && i < len(ti.Partitions) {
+			b.setRole(p, &ti.Partitions[i]) // every image change reaches the partition
+		}
+	}
 	if len(old) >= len(ti.Partitions) {
 		return nil
 	}
@@ -260,22 +265,16 @@ func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
-	p := newPartition(t, i, l, b.waiters)
+	p := newPartition(t, i, l, b.waiters, b.replicas)
 	b.setRole(p, pi)
 	return p, nil
 }
 
 // setRole makes p what the image says it is: leader at the image's epoch
-// when the image names this node, else a follower of the leader.
+// when the image names this node, else a follower of the leader
+// (Partition.applyImage).
 func (b *Broker) setRole(p *Partition, pi *metadata.PartitionImage) {
-	// The log may have recorded a later epoch than the image: single-node
-	// epochs were only ever kept in the log's leader-epoch file.
-	epoch := max(pi.LeaderEpoch, p.storedEpoch())
-	if pi.Leader == b.cfg.NodeID {
-		p.becomeLeader(epoch)
-		return
-	}
-	p.becomeFollower(pi.Leader, epoch)
+	p.applyImage(b.cfg.NodeID, pi)
 }
 
 // closePartitions closes the (possibly nil) partitions' logs side by side.
