@@ -100,6 +100,13 @@ func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
 
 func (m *replicaManager) lagTimeMaxMs() int64 { return m.lagTimeMax.Milliseconds() }
 
+// fetchWait is the fetchers' max wait: Kafka's 500 ms, but well inside
+// replica.lag.time.max.ms (Kafka requires replica.fetch.wait.max.ms below
+// it): an idle in-sync follower must come back before it counts as lagging.
+func (m *replicaManager) fetchWait() time.Duration {
+	return max(min(replicaFetchWait, m.lagTimeMax/3), time.Millisecond)
+}
+
 // follow makes p fetched from leader (-1: from nobody).
 func (m *replicaManager) follow(p *Partition, leader int32) {
 	m.mu.Lock()
@@ -462,7 +469,7 @@ func (f *replicaFetcher) fetch() error {
 		return nil
 	}
 	resp := kmsg.NewPtrFetchResponse()
-	if err := f.roundTrip(req, replicaFetchVersion, resp, replicaFetchWait+10*time.Second); err != nil {
+	if err := f.roundTrip(req, replicaFetchVersion, resp, f.m.fetchWait()+10*time.Second); err != nil {
 		return err
 	}
 	switch resp.ErrorCode {
@@ -492,7 +499,7 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 	*req = kmsg.NewFetchRequest()
 	req.ReplicaState.ID, req.ReplicaState.Epoch = f.m.self, -1
 	req.ReplicaID = f.m.self
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(replicaFetchWait/time.Millisecond), 1, replicaFetchMaxBytes
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(f.m.fetchWait()/time.Millisecond), 1, replicaFetchMaxBytes
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	full := f.session.epoch == 0
 	if full {

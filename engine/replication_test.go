@@ -11,6 +11,7 @@ package engine_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,7 @@ type testController struct {
 	log     []metadata.Record
 	applied map[int32]int  // records of log each broker's store has
 	down    map[int32]bool // stopped brokers get nothing
+	closed  bool           // the test is over: nothing more is committed
 	parts   map[ctlKey]*ctlPart
 }
 
@@ -58,6 +60,13 @@ func startCluster(t testing.TB, n int, mutators ...func(*engine.Config)) *testCo
 		tb.Broker.SetClusterLink(c)
 		c.brokers[id] = tb
 	}
+	// Cleanups run last-registered first: the controller stops delivering
+	// before the brokers stop.
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.closed = true
+	})
 	return c
 }
 
@@ -80,6 +89,8 @@ func (c *testController) AlterPartition(topic [16]byte, partition, leaderEpoch, 
 	defer c.mu.Unlock()
 	p := c.parts[ctlKey{topic, partition}]
 	switch {
+	case c.closed:
+		return errors.New("controller stopped")
 	case p == nil:
 		return kerr.UnknownTopicOrPartition
 	case leaderEpoch != p.leaderEpoch:
@@ -116,7 +127,7 @@ func (c *testController) deliverAllLocked() {
 }
 
 func (c *testController) deliverLocked(id int32) {
-	if c.down[id] || c.applied[id] == len(c.log) {
+	if c.closed || c.down[id] || c.applied[id] == len(c.log) {
 		return
 	}
 	if err := engine.CommitRecords(c.brokers[id].Broker, c.log[c.applied[id]:]...); err != nil {
