@@ -70,6 +70,9 @@ type Partition struct {
 	// role is replaced whole (never mutated) under mu, so handlers read it
 	// with one atomic load. Never nil after newPartition.
 	role atomic.Pointer[partitionRole]
+	// applied is the last image applyImage acted on (the manager's calls
+	// are serialised under the metadata lock).
+	applied atomic.Value // imageKey
 
 	mu struct {
 		sync.Mutex
@@ -109,6 +112,12 @@ type partitionRole struct {
 	// replicas the partition's replica set as the image said.
 	self     int32
 	replicas []int32
+}
+
+// imageKey identifies what applyImage acts on in a partition's image:
+// every change of it bumps the partition epoch.
+type imageKey struct {
+	self, leader, leaderEpoch, partitionEpoch int32
 }
 
 // hwWaiter is an acks=all produce waiting for the high watermark to reach
@@ -162,6 +171,13 @@ func (p *Partition) storedEpoch() int32 { return max(p.log.LatestEpoch(), 0) }
 // following starts a replication.Follower and hands the partition to the
 // fetcher of its leader.
 func (p *Partition) applyImage(self int32, pi *metadata.PartitionImage) {
+	// The partition manager calls this on every image change, for every
+	// partition: an unchanged partition costs one atomic load.
+	key := imageKey{self: self, leader: pi.Leader, leaderEpoch: pi.LeaderEpoch, partitionEpoch: pi.PartitionEpoch}
+	if p.applied.Load() == key {
+		return
+	}
+	p.applied.Store(key)
 	if pi.Leader == self {
 		p.lead(self, pi)
 		return

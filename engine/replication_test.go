@@ -452,3 +452,34 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	}
 	c.assertIdentical(t, "d", 2, []int32{1, 2})
 }
+
+// TestReplicationLeaderChange: leadership moves from broker 1 to broker 2
+// (epoch 1). Broker 3's partition moves from its fetcher of broker 1 to
+// its fetcher of broker 2, broker 1 starts following broker 2, and an
+// acks=all produce to the new leader reaches all three, which end
+// byte-identical.
+func TestReplicationLeaderChange(t *testing.T) {
+	c := startCluster(t, 3)
+	id := c.createTopic("m", 1, []int32{1, 2, 3}, nil)
+	rc1 := dialRaw(t, c.brokers[1].Addr)
+	if a := produceWithTimeout(rc1, -1, 10_000, "m", smallBatch(t, "a", "b")); a.ErrorCode != 0 {
+		t.Fatalf("%+v", a)
+	}
+	c.commit(metadata.PartitionChangeRecord{TopicID: id, Partition: 0, Leader: 2, ISR: []int32{1, 2, 3}})
+	if a := produceWithTimeout(rc1, 1, 10_000, "m", smallBatch(t, "c")); a.ErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("the old leader took a write: %+v", a)
+	}
+	rc2 := dialRaw(t, c.brokers[2].Addr)
+	for range 5 {
+		if a := produceWithTimeout(rc2, -1, 10_000, "m", smallBatch(t, "d")); a.ErrorCode != 0 {
+			t.Fatalf("%+v", a)
+		}
+	}
+	p2 := c.partition(2, "m")
+	for _, id := range []int32{1, 3} {
+		if leo := c.partition(id, "m").LogEndOffset(); leo < p2.HighWatermark() {
+			t.Fatalf("broker %d at %d, below the new leader's high watermark %d", id, leo, p2.HighWatermark())
+		}
+	}
+	c.assertIdentical(t, "m", 2, []int32{1, 2, 3})
+}
