@@ -398,28 +398,33 @@ func (f *replicaFetcher) closeConn() {
 // truncate asks the leader where the latest epoch of each truncating
 // partition ends and lets the partitions cut their logs there.
 func (f *replicaFetcher) truncate() error {
-	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.ReplicaID = f.m.self
-	topics := map[string]int{}
-	var asked []*fetcherPart
+	var asked map[partName]*fetcherPart
 	now := time.Now()
 	for _, fp := range f.parts {
 		if !fp.ok || !fp.pos.truncating || now.Before(fp.backoff) {
 			continue
 		}
-		i, ok := topics[fp.p.Topic.Name]
-		if !ok {
-			i = len(req.Topics)
-			topics[fp.p.Topic.Name] = i
-			req.Topics = append(req.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: fp.p.Topic.Name})
+		if asked == nil {
+			asked = map[partName]*fetcherPart{}
 		}
-		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fp.p.Index, fp.pos.epoch, fp.pos.askEpoch
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
-		asked = append(asked, fp)
+		asked[partName{fp.p.Topic.Name, fp.p.Index}] = fp
 	}
 	if len(asked) == 0 {
 		return nil
+	}
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = f.m.self
+	topics := map[string]int{}
+	for key, fp := range asked {
+		i, ok := topics[key.topic]
+		if !ok {
+			i = len(req.Topics)
+			topics[key.topic] = i
+			req.Topics = append(req.Topics, kmsg.OffsetForLeaderEpochRequestTopic{Topic: key.topic})
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = key.partition, fp.pos.epoch, fp.pos.askEpoch
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	if err := f.roundTrip(req, replicaOffsetsEpoch, resp, 10*time.Second); err != nil {
@@ -427,29 +432,27 @@ func (f *replicaFetcher) truncate() error {
 	}
 	for _, rt := range resp.Topics {
 		for _, rp := range rt.Partitions {
-			f.epochAnswer(rt.Topic, &rp)
+			if fp := asked[partName{rt.Topic, rp.Partition}]; fp != nil {
+				f.epochAnswer(fp, &rp)
+			}
 		}
 	}
 	return nil
 }
 
-func (f *replicaFetcher) epochAnswer(topic string, rp *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
-	var fp *fetcherPart
-	for _, x := range f.parts {
-		if x.p.Topic.Name == topic && x.p.Index == rp.Partition {
-			fp = x
-			break
-		}
-	}
-	if fp == nil || !fp.ok {
-		return
-	}
+// partName names a partition as OffsetForLeaderEpoch does.
+type partName struct {
+	topic     string
+	partition int32
+}
+
+func (f *replicaFetcher) epochAnswer(fp *fetcherPart, rp *kmsg.OffsetForLeaderEpochResponseTopicPartition) {
 	if rp.ErrorCode != 0 {
 		fp.backoff = time.Now().Add(replicaFetchBackoff)
 		return
 	}
 	if err := fp.p.onEpochEndOffset(f.leader, fp.pos.epoch, rp.LeaderEpoch, rp.EndOffset); err != nil {
-		f.m.log.Error("replica truncation failed", "topic", topic, "partition", rp.Partition, "err", err)
+		f.m.log.Error("replica truncation failed", "topic", fp.p.Topic.Name, "partition", fp.p.Index, "err", err)
 		fp.backoff = time.Now().Add(replicaFetchBackoff)
 	}
 }
@@ -500,11 +503,9 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 	req.ReplicaState.ID, req.ReplicaState.Epoch = f.m.self, -1
 	req.ReplicaID = f.m.self
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = int32(f.m.fetchWait()/time.Millisecond), 1, replicaFetchMaxBytes
+	// Epoch 0 with the old id closes that session and opens a new one.
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	full := f.session.epoch == 0
-	if full {
-		req.SessionID = 0
-	}
 	now := time.Now()
 	fetching := 0
 	for _, fp := range f.parts {
