@@ -42,6 +42,10 @@ type Log struct {
 	logStart atomic.Int64 // Invariant: segs[0].base <= logStart <= hw <= leo
 	size     atomic.Int64 // sum of segment sizes
 	closed   atomic.Bool
+	// truncGen is odd while a truncation cuts bytes or swaps segments and
+	// counts truncations; a Read that saw it change is retried (see
+	// truncate.go).
+	truncGen atomic.Uint64
 
 	epochs    *epochCache
 	producers *producerState // its own lock; updated only under mu
@@ -79,6 +83,10 @@ type Log struct {
 	// compactHook, if set (tests), is called at each stage of a swap; an
 	// error stops the pass there, leaving the files as a crash would.
 	compactHook func(stage string) error
+	// truncateHook, if set (tests), is called at each step of a
+	// truncation; an error stops it there, leaving the files as a crash
+	// would.
+	truncateHook func(stage string) error
 
 	// flushMu serialises flushes: fsyncs and checkpoint writes.
 	flushMu sync.Mutex
