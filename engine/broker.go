@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metadata"
+	"github.com/sluice-broker/sluice/storage"
 )
 
 // Broker is one Sluice broker: its topics, groups and producer state.
@@ -51,6 +52,9 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 		return nil, err
 	}
 	b.clusterID = mp.ClusterID
+	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
+		log.Warn("removing deleted partitions' directories", "err", err)
+	}
 	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openMetadata(); err != nil {
 		b.replicas.close()

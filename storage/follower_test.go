@@ -378,11 +378,13 @@ func BenchmarkAppendAsFollower(b *testing.B) {
 // per call) and AppendAsFollower (the same 4 batches as one fetched set)
 // on two logs in one directory, so both see the same page cache and
 // writeback pressure, and reports each one's throughput and CPU time per
-// call: wall time here is mostly the disk's.
+// call. Which goes first alternates by round: the second writer of a round
+// pays more of the writeback throttling. SLUICE_BENCH_TMPFS=1 runs on
+// tmpfs (no writeback at all).
 func BenchmarkFollowerVsAppend(b *testing.B) {
 	dir := b.TempDir()
 	if os.Getenv("SLUICE_BENCH_TMPFS") != "" {
-		dir = fastTempDir(b) // page cache only: no writeback
+		dir = fastTempDir(b)
 	}
 	leader := mustOpen(b, filepath.Join(dir, "leader"), DefaultConfig())
 	defer leader.Close()
@@ -396,32 +398,41 @@ func BenchmarkFollowerVsAppend(b *testing.B) {
 	}
 	size := int(record.Size(in))
 	var tLeader, tFollower, cLeader, cFollower time.Duration
+	timed := func(wall, cpu *time.Duration, n int, call func()) {
+		start, c0 := time.Now(), cpuTime()
+		for i := 0; i < n; i++ {
+			call()
+		}
+		*wall += time.Since(start)
+		*cpu += cpuTime() - c0
+	}
+	appendLeader := func() {
+		if err := leader.Append(entries, AppendOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	appendFollower := func() {
+		off := follower.LogEndOffset()
+		for pos := 0; pos < len(in); pos += size {
+			record.SetBaseOffset(in[pos:], off)
+			off += 16
+		}
+		if _, err := follower.AppendAsFollower(in); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const round = 128
 	b.SetBytes(int64(len(in)))
 	b.ResetTimer()
 	for done := 0; done < b.N; done += round {
 		n := min(round, b.N-done)
-		start, c0 := time.Now(), cpuTime()
-		for i := 0; i < n; i++ {
-			if err := leader.Append(entries, AppendOptions{}); err != nil {
-				b.Fatal(err)
-			}
+		if done/round%2 == 0 {
+			timed(&tLeader, &cLeader, n, appendLeader)
+			timed(&tFollower, &cFollower, n, appendFollower)
+		} else {
+			timed(&tFollower, &cFollower, n, appendFollower)
+			timed(&tLeader, &cLeader, n, appendLeader)
 		}
-		tLeader += time.Since(start)
-		cLeader += cpuTime() - c0
-		start, c0 = time.Now(), cpuTime()
-		for i := 0; i < n; i++ {
-			off := follower.LogEndOffset()
-			for pos := 0; pos < len(in); pos += size {
-				record.SetBaseOffset(in[pos:], off)
-				off += 16
-			}
-			if _, err := follower.AppendAsFollower(in); err != nil {
-				b.Fatal(err)
-			}
-		}
-		tFollower += time.Since(start)
-		cFollower += cpuTime() - c0
 	}
 	b.StopTimer()
 	mb := float64(b.N) * float64(len(in)) / 1e6

@@ -426,7 +426,7 @@ func (l *Log) Delete() error {
 	l.mu.Unlock()
 	l.flushMu.Lock() // wait for a background flush; later ones see closed
 	defer l.flushMu.Unlock()
-	aside := fmt.Sprintf("%s.%x-delete", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano())
+	aside := fmt.Sprintf("%s.%x%s", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano(), deletedDirSuffix)
 	if err := os.Rename(l.dir, aside); err != nil {
 		return errors.Join(err, l.closeSegments())
 	}
@@ -437,6 +437,28 @@ func (l *Log) Delete() error {
 	}
 	l.removals.after(delay, remove)
 	return nil
+}
+
+// deletedDirSuffix ends the name a deleted log's directory is renamed to
+// ("<dir>.<hex nanos>-delete", Kafka's own convention).
+const deletedDirSuffix = "-delete"
+
+// RemoveDeleted removes what Delete renamed aside in parent and a stop
+// kept from removing (its file.delete.delay.ms had not run out). Nothing
+// reads those directories once their log is deleted, so a starting broker
+// removes them at once, as Kafka's log manager does.
+func RemoveDeleted(parent string) error {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() && strings.HasSuffix(e.Name(), deletedDirSuffix) {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stickyErr returns the error that stops appends, if any.

@@ -184,7 +184,9 @@ func (l *Log) cutLocked(segs []*segment, i int, pos, end int64) error {
 	if pos == 0 {
 		keep, dead = keep[:i], slices.Clone(segs[i:])
 	}
-	rp := recoveryPoint{offset: end, base: s.base, maxTs: -1, maxTsOff: -1}
+	// With pos 0 the recovery point names the segment that will start at
+	// end (until it exists, recovery rescans from the first segment).
+	rp := recoveryPoint{offset: end, base: end, maxTs: -1, maxTsOff: -1}
 	if pos > 0 {
 		if err := s.mapWritable(l.mu.cfg); err != nil {
 			return err

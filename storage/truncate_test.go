@@ -573,3 +573,33 @@ func TestTruncateRegionsHandedOutBefore(t *testing.T) {
 		t.Fatalf("Region in the cut segment read %d bytes (%v), want the %d below the cut and EOF", n, err, kept)
 	}
 }
+
+// TestTruncateCompactedGaps: in a compacted log an offset in a gap
+// between batches becomes the log end; one inside a batch cuts before it.
+func TestTruncateCompactedGaps(t *testing.T) {
+	cfg := truncateConfig()
+	cfg.Compact = true
+	b := buildBatch(spec(2, 5))
+	batches := [][]byte{followerSet(0, 0, b), followerSet(5, 0, b), followerSet(10, 1, b)}
+	dir := t.TempDir()
+	l := replicaLog(t, dir, cfg, batches)
+	defer func() { l.Close() }()
+	if err := l.TruncateTo(11); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogEndOffset() != 10 || l.LatestEpoch() != 0 {
+		t.Fatalf("LEO %d epoch %d, want 10 and 0", l.LogEndOffset(), l.LatestEpoch())
+	}
+	if err := l.TruncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogEndOffset() != 3 {
+		t.Fatalf("LEO %d, want the gap offset 3", l.LogEndOffset())
+	}
+	if _, err := l.AppendAsFollower(followerSet(5, 2, b)); err != nil {
+		t.Fatal(err)
+	}
+	crash(l)
+	l = mustOpen(t, dir, cfg)
+	checkReplica(t, l, 0, [][]byte{batches[0], followerSet(5, 2, b)})
+}
