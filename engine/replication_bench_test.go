@@ -58,9 +58,21 @@ func BenchmarkReplicaFetcherIdle(b *testing.B) {
 			}
 		}
 	} else {
-		c.createTopic("idle", partitions, []int32{1, 2}, nil)
+		// The follower opens its logs first, so that the leader's
+		// followers are fetching as soon as it leads (opening thousands of
+		// logs takes longer than replica.lag.time.max.ms here).
+		c.createTopicOn("idle", partitions, []int32{1, 2}, []int32{2, 1}, nil)
+		lead := c.brokers[1].Broker.Topic("idle").Partitions()
+		waitFor(b, "every partition in sync", func() bool {
+			for _, p := range lead {
+				if len(p.ISR()) != 2 || p.HighWatermark() != p.LogEndOffset() {
+					return false
+				}
+			}
+			return true
+		})
 	}
-	time.Sleep(2 * time.Second) // the session is set up and every partition fetched once
+	time.Sleep(2 * time.Second) // the session is set up and every partition fetched
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

@@ -161,6 +161,12 @@ func (c *testController) deliver(id int32) {
 // createTopic creates a topic on every broker with the same id: every
 // partition on replicas, led by replicas[0] at epoch 0, all in sync.
 func (c *testController) createTopic(name string, partitions int32, replicas []int32, configs map[string]string) [16]byte {
+	return c.createTopicOn(name, partitions, replicas, nil, configs)
+}
+
+// createTopicOn is createTopic delivering to the brokers in the order
+// given (then to the rest).
+func (c *testController) createTopicOn(name string, partitions int32, replicas []int32, order []int32, configs map[string]string) [16]byte {
 	id := [16]byte{1, byte(len(name)), name[0], name[len(name)-1]}
 	recs := []metadata.Record{metadata.TopicRecord{Name: name, TopicID: id}}
 	for i := range partitions {
@@ -177,7 +183,13 @@ func (c *testController) createTopic(name string, partitions int32, replicas []i
 		v := configs[k]
 		recs = append(recs, metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: name, Name: k, Value: &v})
 	}
-	c.commit(recs...)
+	c.commitOnly(recs...)
+	for _, b := range order {
+		c.deliver(b)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deliverAllLocked()
 	return id
 }
 
