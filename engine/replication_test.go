@@ -495,3 +495,30 @@ func TestReplicationLeaderChange(t *testing.T) {
 	}
 	c.assertIdentical(t, "m", 2, []int32{1, 2, 3})
 }
+
+// TestReplicationIdempotentRetryAfterFailover: the follower rebuilds the
+// idempotent producer's state from the replicated log, so after the
+// leader moves to it, a retry of a batch the old leader acknowledged gets
+// its original offset and is not written twice.
+func TestReplicationIdempotentRetryAfterFailover(t *testing.T) {
+	c := startCluster(t, 2)
+	id := c.createTopic("i", 1, []int32{1, 2}, nil)
+	batch := engine.BuildTestBatch(t, engine.TestBatchOpts{ProducerID: 7, BaseSequence: 0, FirstTimestamp: 100},
+		engine.TestRecord{Value: []byte("once")})
+	rc1 := dialRaw(t, c.brokers[1].Addr)
+	if a := produceWithTimeout(rc1, -1, 10_000, "i", smallBatch(t, "before")); a.ErrorCode != 0 {
+		t.Fatalf("%+v", a)
+	}
+	first := produceWithTimeout(rc1, -1, 10_000, "i", batch)
+	if first.ErrorCode != 0 || first.BaseOffset != 1 {
+		t.Fatalf("%+v", first)
+	}
+	c.commit(metadata.PartitionChangeRecord{TopicID: id, Partition: 0, Leader: 2, ISR: []int32{1, 2}})
+	p2 := c.partition(2, "i")
+	leo := p2.LogEndOffset()
+	rc2 := dialRaw(t, c.brokers[2].Addr)
+	retry := produceWithTimeout(rc2, -1, 10_000, "i", batch)
+	if retry.ErrorCode != 0 || retry.BaseOffset != first.BaseOffset || p2.LogEndOffset() != leo {
+		t.Fatalf("retry on the new leader: %+v, log end %d -> %d", retry, leo, p2.LogEndOffset())
+	}
+}
