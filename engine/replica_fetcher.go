@@ -60,6 +60,7 @@ const (
 	replicaFetchBackoff = 200 * time.Millisecond
 	replicaFetchVersion = 15
 	replicaOffsetsEpoch = 4 // OffsetForLeaderEpoch version
+	replicaListOffsets  = 7 // ListOffsets version
 )
 
 // replicaManager owns the broker's replica fetchers and its ISR tick.
@@ -222,15 +223,18 @@ type replicaFetcher struct {
 	}
 
 	// Owned by the run goroutine.
-	parts   map[*Partition]*fetcherPart
-	byKey   map[partKey]*fetcherPart
-	conn    net.Conn
-	corr    int32
-	session struct{ id, epoch int32 }
-	wbuf    []byte
-	rbuf    []byte
-	fmt     *kmsg.RequestFormatter
-	req     kmsg.FetchRequest
+	parts map[*Partition]*fetcherPart
+	// outOfRange collects the partitions a fetch answered
+	// OFFSET_OUT_OF_RANGE; their leader's log start is asked next.
+	outOfRange []*fetcherPart
+	byKey      map[partKey]*fetcherPart
+	conn       net.Conn
+	corr       int32
+	session    struct{ id, epoch int32 }
+	wbuf       []byte
+	rbuf       []byte
+	fmt        *kmsg.RequestFormatter
+	req        kmsg.FetchRequest
 }
 
 type partKey struct {
@@ -490,6 +494,55 @@ func (f *replicaFetcher) fetch() error {
 			f.fetchAnswer(rt.TopicID, &rt.Partitions[j])
 		}
 	}
+	return f.resolveOutOfRange()
+}
+
+// resolveOutOfRange asks the leader for the log start of the partitions
+// whose fetch offset it no longer has (ListOffsets earliest, as Kafka's
+// follower does: an error answer carries no log start) and lets each
+// follower state machine reset or truncate.
+func (f *replicaFetcher) resolveOutOfRange() error {
+	if len(f.outOfRange) == 0 {
+		return nil
+	}
+	defer func() {
+		clear(f.outOfRange)
+		f.outOfRange = f.outOfRange[:0]
+	}()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = f.m.self
+	asked := map[partName]*fetcherPart{}
+	for _, fp := range f.outOfRange {
+		key := partName{fp.p.Topic.Name, fp.p.Index}
+		asked[key] = fp
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != key.topic {
+			req.Topics = append(req.Topics, kmsg.ListOffsetsRequestTopic{Topic: key.topic})
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = key.partition, fp.pos.epoch, -2
+		t := &req.Topics[len(req.Topics)-1]
+		t.Partitions = append(t.Partitions, rp)
+	}
+	resp := kmsg.NewPtrListOffsetsResponse()
+	if err := f.roundTrip(req, replicaListOffsets, resp, 10*time.Second); err != nil {
+		return err
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			fp := asked[partName{rt.Topic, rp.Partition}]
+			if fp == nil {
+				continue
+			}
+			err := kerr.ErrorForCode(rp.ErrorCode)
+			if err == nil {
+				err = fp.p.onFetchOutOfRange(f.leader, fp.pos.epoch, rp.Offset)
+			}
+			if err != nil {
+				f.m.log.Warn("replica reset failed", "topic", rt.Topic, "partition", rp.Partition, "err", err)
+				fp.backoff = time.Now().Add(replicaFetchBackoff)
+			}
+		}
+	}
 	return nil
 }
 
@@ -577,7 +630,7 @@ func (f *replicaFetcher) fetchAnswer(topicID [16]byte, rp *kmsg.FetchResponseTop
 	var err error
 	switch {
 	case rp.ErrorCode == kerr.OffsetOutOfRange.Code:
-		err = p.onFetchOutOfRange(f.leader, epoch, rp.LogStartOffset)
+		f.outOfRange = append(f.outOfRange, fp)
 	case rp.ErrorCode != 0:
 		// NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown
 		// topic: one of us is an image behind. Wait for the next image.

@@ -522,3 +522,41 @@ func TestReplicationIdempotentRetryAfterFailover(t *testing.T) {
 		t.Fatalf("retry on the new leader: %+v, log end %d -> %d", retry, leo, p2.LogEndOffset())
 	}
 }
+
+// TestReplicationFollowerResetsPastLogStart: a follower that comes back
+// after the leader deleted the records it would fetch next gets
+// OFFSET_OUT_OF_RANGE, asks the leader's log start (ListOffsets) and
+// restarts its log there (TruncateFullyAndStartAt), then rejoins the ISR.
+func TestReplicationFollowerResetsPastLogStart(t *testing.T) {
+	c := startCluster(t, 2, func(cfg *engine.Config) { cfg.ReplicaLagTimeMax = 200 * time.Millisecond })
+	c.createTopic("o", 1, []int32{1, 2}, nil)
+	rc := dialRaw(t, c.brokers[1].Addr)
+	if a := produceWithTimeout(rc, -1, 10_000, "o", smallBatch(t, "a", "b")); a.ErrorCode != 0 {
+		t.Fatalf("%+v", a)
+	}
+	lp := c.partition(1, "o")
+	c.stop(2)
+	waitFor(t, "broker 2 to leave the ISR", func() bool { return slices.Equal(lp.ISR(), []int32{1}) })
+	for range 5 {
+		if a := produceWithTimeout(rc, 1, 10_000, "o", smallBatch(t, "c", "d")); a.ErrorCode != 0 {
+			t.Fatalf("%+v", a)
+		}
+	}
+	if _, err := engine.PartitionLog(lp).DeleteRecordsBefore(lp.HighWatermark()); err != nil {
+		t.Fatal(err)
+	}
+	start := lp.LogStartOffset()
+	if start != 12 {
+		t.Fatalf("leader's log start %d, want 12", start)
+	}
+	c.restart(2)
+	fp := c.partition(2, "o")
+	waitFor(t, "broker 2 to rejoin the ISR", func() bool { return slices.Equal(lp.ISR(), []int32{1, 2}) })
+	if fp.LogStartOffset() != start || fp.LogEndOffset() != lp.LogEndOffset() {
+		t.Fatalf("follower log [%d, %d), leader [%d, %d)", fp.LogStartOffset(), fp.LogEndOffset(), start, lp.LogEndOffset())
+	}
+	if a := produceWithTimeout(rc, -1, 10_000, "o", smallBatch(t, "e")); a.ErrorCode != 0 || a.BaseOffset != 12 {
+		t.Fatalf("%+v", a)
+	}
+	waitFor(t, "broker 2 to fetch the new batch", func() bool { return fp.LogEndOffset() == 13 })
+}
