@@ -176,7 +176,7 @@ func (f *fetch) read() (readable int64, failed bool) {
 	first := true // no records taken yet: KIP-74 lets the first batch exceed the limits
 	var last *Topic
 	if f.replica >= 0 {
-		f.nowMs = nowMs()
+		f.nowMs = wallMs()
 	}
 	for i := range f.parts {
 		fp := &f.parts[i]

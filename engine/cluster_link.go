@@ -48,11 +48,11 @@ func (singleNodeLink) BrokerAddr(int32) (string, bool) { return "", false }
 // in an atomic.Pointer).
 type linkHolder struct{ ClusterLink }
 
-// clusterLink holds the broker's current link; never empty once the
+// linkSlot holds the broker's current link; never empty once the
 // replica manager exists.
-type clusterLink struct{ p atomic.Pointer[linkHolder] }
+type linkSlot struct{ p atomic.Pointer[linkHolder] }
 
-func (c *clusterLink) load() ClusterLink {
+func (c *linkSlot) load() ClusterLink {
 	if h := c.p.Load(); h != nil {
 		return h.ClusterLink
 	}

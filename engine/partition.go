@@ -207,7 +207,7 @@ func (p *Partition) lead(self int32, pi *metadata.PartitionImage) {
 		}
 	} else {
 		leo := p.log.LogEndOffset()
-		l = replication.NewLeader(p.leaderConfig(), self, epoch, pi.PartitionEpoch, pi.Replicas, pi.ISR, leo, p.log.HighWatermark(), nowMs())
+		l = replication.NewLeader(p.leaderConfig(), self, epoch, pi.PartitionEpoch, pi.Replicas, pi.ISR, leo, p.log.HighWatermark(), wallMs())
 		l.OnAppend(leo)
 		p.mu.leader, p.mu.follower = l, nil
 		p.role.Store(&partitionRole{leader: true, leaderID: -1, epoch: epoch, self: self, replicas: slices.Clone(pi.Replicas)})
@@ -290,7 +290,7 @@ func (p *Partition) leaderConfig() replication.LeaderConfig {
 	return cfg
 }
 
-func nowMs() int64 { return time.Now().UnixMilli() }
+func wallMs() int64 { return time.Now().UnixMilli() }
 
 // isLeader reports whether this broker leads the partition.
 func (p *Partition) isLeader() bool { return p.role.Load().leader }

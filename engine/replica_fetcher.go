@@ -68,7 +68,7 @@ type replicaManager struct {
 	self       int32
 	lagTimeMax time.Duration
 	log        *slog.Logger
-	link       clusterLink
+	link       linkSlot
 
 	stop chan struct{}
 	wg   sync.WaitGroup

@@ -36,7 +36,7 @@ func TestAcksAllAfterISRShrink(t *testing.T) {
 	if answered(answers) != nil {
 		t.Fatal("acks=all answered before the follower fetched")
 	}
-	p.followerFetched(2, 1, nowMs()) // follower 2 has offset 0 only
+	p.followerFetched(2, 1, wallMs()) // follower 2 has offset 0 only
 	if answered(answers) != nil || p.HighWatermark() != 1 {
 		t.Fatalf("answered at high watermark %d", p.HighWatermark())
 	}
@@ -70,15 +70,15 @@ func TestFollowerFetchMovesHighWatermark(t *testing.T) {
 	if hw := p.HighWatermark(); hw != 0 {
 		t.Fatalf("high watermark %d before follower 2 fetched", hw)
 	}
-	p.followerFetched(2, 2, nowMs())
+	p.followerFetched(2, 2, wallMs())
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d after follower 2 fetched at 2", hw)
 	}
-	p.followerFetched(3, 0, nowMs()) // behind and not in the ISR: no effect
+	p.followerFetched(3, 0, wallMs()) // behind and not in the ISR: no effect
 	if hw := p.HighWatermark(); hw != 2 {
 		t.Fatalf("high watermark %d after follower 3 fetched at 0", hw)
 	}
-	p.followerFetched(3, 2, nowMs())
+	p.followerFetched(3, 2, wallMs())
 	p.mu.Lock()
 	pending := p.mu.leader.Pending()
 	p.mu.Unlock()
