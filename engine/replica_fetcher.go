@@ -18,9 +18,12 @@ package engine
 //     whose fetch offset changed are sent, those that stopped fetching
 //     (truncating, backing off, moved away) are forgotten;
 //  3. each partition's records are appended as the leader wrote them
-//     (AppendAsFollower) and the leader's high watermark taken; an
-//     out-of-range offset or a diverging epoch goes back to the state
-//     machine, leader-side errors back the partition off.
+//     (AppendAsFollower) and the leader's high watermark taken; a
+//     diverging epoch goes back to the state machine; OFFSET_OUT_OF_RANGE
+//     asks the leader's log start (ListOffsets earliest, as Kafka's
+//     follower does) and the state machine resets the log there
+//     (TruncateFullyAndStartAt) or truncates by epoch again; leader-side
+//     errors (an image behind on either side) back the partition off.
 //
 // A partition moves to another fetcher when its leader changes
 // (replicaManager.follow). The request and response buffers are reused;
