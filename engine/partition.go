@@ -779,9 +779,10 @@ func (p *Partition) onFetchOutOfRange(leader, epoch int32, leaderLogStart int64)
 }
 
 // appendFetched appends what the leader returned for fetchOffset and
-// takes its high watermark. Batches that do not continue the log (the
+// takes its high watermark and log start (records the leader deleted go
+// here too, as in Kafka). Batches that do not continue the log (the
 // fetcher's view was stale) send the follower back to truncation.
-func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW int64) error {
+func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.followerLocked(leader, epoch)
@@ -797,6 +798,11 @@ func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, record
 		}
 	}
 	p.log.SetHighWatermark(f.OnFetched(p.log.LogEndOffset(), leaderHW))
+	if leaderLogStart > p.log.LogStartOffset() && leaderLogStart <= p.log.HighWatermark() {
+		if _, err := p.log.DeleteRecordsBefore(leaderLogStart); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -150,11 +150,11 @@ func (m *replicaManager) lead(p *Partition, replicated bool) {
 }
 
 // alterPartition sends an ISR proposal to the controller on a goroutine
-// of its own; a refusal lets the Leader propose again later.
+// of its own; a refusal lets the Leader propose again later. Shutdown does
+// not wait for it (an unreachable controller must not hold the broker
+// up); a late answer finds the partition closed and changes nothing.
 func (m *replicaManager) alterPartition(p *Partition, prop *replication.ISRProposal) {
-	m.wg.Add(1)
 	go func() {
-		defer m.wg.Done()
 		err := m.link.load().AlterPartition(p.Topic.ID, p.Index, prop.LeaderEpoch, prop.PartitionEpoch, prop.ISR)
 		if err != nil {
 			m.log.Debug("AlterPartition refused", "topic", p.Topic.Name, "partition", p.Index, "isr", prop.ISR, "err", err)
@@ -642,7 +642,7 @@ func (f *replicaFetcher) fetchAnswer(topicID [16]byte, rp *kmsg.FetchResponseTop
 	case rp.DivergingEpoch.EndOffset >= 0:
 		err = p.onDivergingEpoch(f.leader, epoch, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 	default:
-		err = p.appendFetched(f.leader, epoch, fp.sentOffset, wholeBatches(rp.RecordBatches), rp.HighWatermark)
+		err = p.appendFetched(f.leader, epoch, fp.sentOffset, wholeBatches(rp.RecordBatches), rp.HighWatermark, rp.LogStartOffset)
 	}
 	if err != nil {
 		f.m.log.Error("replica fetch failed", "topic", p.Topic.Name, "partition", p.Index, "err", err)

@@ -494,6 +494,16 @@ func TestReplicationLeaderChange(t *testing.T) {
 		}
 	}
 	c.assertIdentical(t, "m", 2, []int32{1, 2, 3})
+
+	// Records the leader deletes (DeleteRecords) leave the followers too:
+	// fetch answers carry the leader's log start.
+	if _, err := engine.PartitionLog(p2).DeleteRecordsBefore(3); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 3} {
+		fp := c.partition(id, "m")
+		waitFor(t, fmt.Sprintf("broker %d's log start to follow the leader's", id), func() bool { return fp.LogStartOffset() == 3 })
+	}
 }
 
 // TestReplicationIdempotentRetryAfterFailover: the follower rebuilds the
