@@ -1,0 +1,626 @@
+package controller
+
+// The CONTROLLER listener. One port carries two protocols, told apart by
+// a connection's first 8 bytes: raft connections open with the quorum's
+// hello (quorum.IsHello) and go to the transport; every other connection
+// speaks Kafka's framing and is served here, one request at a time and in
+// order:
+//
+//	BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64),
+//	AlterPartition (56), DescribeQuorum (55), AllocateProducerIds (67),
+//	CreateTopics (19), CreatePartitions (37), DeleteTopics (20),
+//	SluiceMetadataFetch (MetadataFetchKey, ours; see metadata_fetch.go)
+//
+// Admin requests arrive as brokers forward them: the broker has checked
+// the topic configs (it owns the config table) and sends the Kafka
+// request itself, not wrapped in an Envelope (58). Envelope exists to
+// carry the client's principal for the controller's ACL checks; Sluice
+// has no principals yet, and an enveloped request would need the broker's
+// handlers to be run here, which the package layering does not allow.
+//
+// A connection that carried a BrokerHeartbeat is that broker's heartbeat
+// connection: when its peer closes it (FIN/RST: the process died) the
+// active controller hears ConnectionLost(id, epoch, now), the fast path
+// of docs/cluster.md.
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/controller/quorum"
+	"github.com/sluice-broker/sluice/metadata"
+)
+
+// rpcServer serves the broker RPCs of the CONTROLLER listener.
+type rpcServer struct {
+	ln net.Listener
+	mu struct {
+		sync.Mutex
+		conns  map[net.Conn]struct{}
+		closed bool
+	}
+	wg sync.WaitGroup
+}
+
+const maxRPCFrame = 64 << 20
+
+func (r *rpcServer) serve(s *Service, ln net.Listener) {
+	defer s.wg.Done()
+	r.mu.Lock()
+	r.ln, r.mu.conns = ln, map[net.Conn]struct{}{}
+	r.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			r.wg.Wait()
+			return
+		}
+		if !r.track(c) {
+			c.Close()
+			continue
+		}
+		r.wg.Add(1)
+		go r.route(s, c)
+	}
+}
+
+func (r *rpcServer) track(c net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		return false
+	}
+	r.mu.conns[c] = struct{}{}
+	return true
+}
+
+func (r *rpcServer) untrack(c net.Conn) {
+	r.mu.Lock()
+	delete(r.mu.conns, c)
+	r.mu.Unlock()
+}
+
+func (r *rpcServer) close() {
+	r.mu.Lock()
+	r.mu.closed = true
+	ln := r.ln
+	for c := range r.mu.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// peekedConn is a connection whose first bytes were read into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// route sends a raft connection to the transport and serves the others.
+func (r *rpcServer) route(s *Service, c net.Conn) {
+	defer r.wg.Done()
+	br := bufio.NewReaderSize(c, 64<<10)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	first, err := br.Peek(8)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		r.untrack(c)
+		c.Close()
+		return
+	}
+	if quorum.IsHello(first) {
+		r.untrack(c) // the transport owns it now
+		s.raftLn.hand(&peekedConn{Conn: c, r: br})
+		return
+	}
+	defer r.untrack(c)
+	defer c.Close()
+	cs := &connState{s: s}
+	defer cs.closed()
+	w := bufio.NewWriterSize(c, 64<<10)
+	var frame []byte
+	for {
+		var err error
+		if frame, err = readFrame(br, frame); err != nil {
+			return
+		}
+		out, ok := cs.handle(frame)
+		if !ok {
+			return
+		}
+		if _, err := w.Write(out); err != nil || w.Flush() != nil {
+			return
+		}
+	}
+}
+
+func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n < 8 || n > maxRPCFrame {
+		return nil, errors.New("controller: bad frame size")
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err := io.ReadFull(r, buf)
+	return buf, err
+}
+
+// connState is one broker connection.
+type connState struct {
+	s *Service
+	// heartbeat is the broker (and epoch) this connection last
+	// heartbeated for; hbID is -1 until then.
+	hbID    int32
+	hbEpoch int64
+	hbSeen  bool
+}
+
+// closed reports a lost heartbeat connection to the active controller.
+func (cs *connState) closed() {
+	if !cs.hbSeen {
+		return
+	}
+	id, epoch, now := cs.hbID, cs.hbEpoch, time.Now().UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cs.s.submit(ctx, func(a *active) {
+		a.ctrl.ConnectionLost(id, epoch, now)
+		a.s.log.Info("broker heartbeat connection closed", "broker", id, "epoch", epoch)
+	})
+}
+
+// handle decodes one request frame and returns the whole response frame;
+// false closes the connection.
+func (cs *connState) handle(frame []byte) ([]byte, bool) {
+	key := int16(binary.BigEndian.Uint16(frame))
+	version := int16(binary.BigEndian.Uint16(frame[2:]))
+	corr := binary.BigEndian.Uint32(frame[4:])
+	body := frame[8:]
+	if len(body) < 2 {
+		return nil, false
+	}
+	n := int(int16(binary.BigEndian.Uint16(body)))
+	body = body[2:]
+	if n > 0 {
+		if n > len(body) {
+			return nil, false
+		}
+		body = body[n:]
+	}
+	if key == MetadataFetchKey {
+		return cs.metadataFetch(corr, body)
+	}
+	req := kmsg.RequestForKey(key)
+	if req == nil || version < 0 || version > req.MaxVersion() {
+		return nil, false
+	}
+	req.SetVersion(version)
+	if req.IsFlexible() {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, false
+		}
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return nil, false
+	}
+	resp := cs.serve(req)
+	if resp == nil {
+		return nil, false
+	}
+	resp.SetVersion(version)
+	out := binary.BigEndian.AppendUint32(make([]byte, 4, 256), corr)
+	if resp.IsFlexible() && key != kmsg.ApiVersions.Int16() {
+		out = append(out, 0)
+	}
+	out = resp.AppendTo(out)
+	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+	return out, true
+}
+
+// skipTags skips a flexible request header's tagged fields.
+func skipTags(b []byte) ([]byte, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, errors.New("bad tags")
+	}
+	b = b[k:]
+	for range n {
+		_, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, errors.New("bad tags")
+		}
+		b = b[k:]
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, errors.New("bad tags")
+		}
+		b = b[k+int(l):]
+	}
+	return b, nil
+}
+
+// rpcTimeout bounds how long a request waits for its decision to commit.
+const rpcTimeout = 10 * time.Second
+
+// decide runs fn as the active controller; it returns NOT_CONTROLLER when
+// this node is not active, REQUEST_TIMED_OUT when the loop is stuck.
+func (cs *connState) decide(fn func(a *active) *kerr.Error) *kerr.Error {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	var out *kerr.Error
+	err := cs.s.submit(ctx, func(a *active) { out = fn(a) })
+	switch {
+	case errors.Is(err, errNotActive):
+		return kerr.NotController
+	case err != nil:
+		return kerr.RequestTimedOut
+	}
+	return out
+}
+
+// commitErr maps a failed commit to the code the caller is answered with.
+func commitErr(err error) *kerr.Error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotApplied):
+		return kerr.UnknownServerError
+	}
+	return kerr.NotController // the quorum did not commit: ask again, elsewhere
+}
+
+func code(e *kerr.Error) int16 {
+	if e == nil {
+		return 0
+	}
+	return e.Code
+}
+
+func (cs *connState) serve(req kmsg.Request) kmsg.Response {
+	switch req := req.(type) {
+	case *kmsg.BrokerRegistrationRequest:
+		return cs.register(req)
+	case *kmsg.BrokerHeartbeatRequest:
+		return cs.heartbeat(req)
+	case *kmsg.UnregisterBrokerRequest:
+		return cs.unregister(req)
+	case *kmsg.AlterPartitionRequest:
+		return cs.alterPartition(req)
+	case *kmsg.DescribeQuorumRequest:
+		return cs.describeQuorum(req)
+	case *kmsg.AllocateProducerIDsRequest:
+		return cs.allocateProducerIDs(req)
+	case *kmsg.CreateTopicsRequest:
+		return cs.createTopics(req)
+	case *kmsg.CreatePartitionsRequest:
+		return cs.createPartitions(req)
+	case *kmsg.DeleteTopicsRequest:
+		return cs.deleteTopics(req)
+	}
+	return nil
+}
+
+func (cs *connState) register(req *kmsg.BrokerRegistrationRequest) kmsg.Response {
+	resp := kmsg.NewPtrBrokerRegistrationResponse()
+	reg := Registration{BrokerID: req.BrokerID, ClusterID: req.ClusterID, IncarnationID: req.IncarnationID, Rack: req.Rack}
+	for _, l := range req.Listeners {
+		reg.Endpoints = append(reg.Endpoints, metadata.Endpoint{Name: l.Name, Host: l.Host, Port: l.Port, SecurityProtocol: l.SecurityProtocol})
+	}
+	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+		reg.NextOffset = a.s.store.NextOffset()
+		res := a.ctrl.Register(a.s.store.Image(), reg, time.Now().UnixMilli())
+		if res.Err != nil {
+			a.s.log.Warn("broker registration refused", "broker", req.BrokerID, "cluster", req.ClusterID, "err", res.Err.Message)
+			return res.Err
+		}
+		if err := a.commit(res.Records); err != nil {
+			return commitErr(err)
+		}
+		resp.BrokerEpoch = res.BrokerEpoch
+		a.s.log.Info("broker registered", "broker", req.BrokerID, "epoch", res.BrokerEpoch)
+		return nil
+	}))
+	return resp
+}
+
+func (cs *connState) heartbeat(req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
+	resp := kmsg.NewPtrBrokerHeartbeatResponse()
+	resp.IsFenced = true
+	cs.hbID, cs.hbEpoch, cs.hbSeen = req.BrokerID, req.BrokerEpoch, true
+	hb := Heartbeat{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, CurrentMetadataOffset: req.CurrentMetadataOffset,
+		WantFence: req.WantFence, WantShutDown: req.WantShutdown}
+	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+		res := a.ctrl.Heartbeat(a.s.store.Image(), hb, time.Now().UnixMilli())
+		if res.Err != nil {
+			return res.Err
+		}
+		if err := a.commit(res.Records); err != nil {
+			return commitErr(err)
+		}
+		resp.IsCaughtUp, resp.IsFenced, resp.ShouldShutdown = res.IsCaughtUp, res.IsFenced, res.ShouldShutDown
+		return nil
+	}))
+	return resp
+}
+
+func (cs *connState) unregister(req *kmsg.UnregisterBrokerRequest) kmsg.Response {
+	resp := kmsg.NewPtrUnregisterBrokerResponse()
+	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+		res := a.ctrl.Unregister(a.s.store.Image(), req.BrokerID)
+		if res.Err != nil {
+			return res.Err
+		}
+		return commitErr(a.commit(res.Records))
+	}))
+	return resp
+}
+
+func (cs *connState) alterPartition(req *kmsg.AlterPartitionRequest) kmsg.Response {
+	resp := kmsg.NewPtrAlterPartitionResponse()
+	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+		img := a.s.store.Image()
+		ap := AlterPartition{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch}
+		for _, t := range req.Topics {
+			id := t.TopicID
+			if req.Version < 2 {
+				if ti := img.Topic(t.Topic); ti != nil {
+					id = ti.ID
+				}
+			}
+			for _, p := range t.Partitions {
+				isr := p.NewISR
+				for _, e := range p.NewEpochISR {
+					isr = append(isr, e.BrokerID)
+				}
+				ap.Partitions = append(ap.Partitions, AlterPartitionItem{TopicID: id, Partition: p.Partition,
+					LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: isr})
+			}
+		}
+		res := a.ctrl.AlterPartition(img, ap)
+		if res.Err != nil {
+			return res.Err
+		}
+		if err := a.commit(res.Records); err != nil {
+			return commitErr(err)
+		}
+		alterPartitionAnswers(resp, req, img, res.Partitions)
+		return nil
+	}))
+	return resp
+}
+
+func alterPartitionAnswers(resp *kmsg.AlterPartitionResponse, req *kmsg.AlterPartitionRequest, img metadata.Image, as []AlterPartitionAnswer) {
+	byTopic := map[[16]byte]int{}
+	for _, a := range as {
+		i, ok := byTopic[a.TopicID]
+		if !ok {
+			t := kmsg.NewAlterPartitionResponseTopic()
+			t.TopidID = a.TopicID // sic: kmsg spells it so
+			if ti := img.TopicByID(a.TopicID); ti != nil && req.Version < 2 {
+				t.Topic = ti.Name
+			}
+			resp.Topics = append(resp.Topics, t)
+			i = len(resp.Topics) - 1
+			byTopic[a.TopicID] = i
+		}
+		p := kmsg.NewAlterPartitionResponseTopicPartition()
+		p.Partition, p.ErrorCode = a.Partition, code(a.Err)
+		p.LeaderID, p.LeaderEpoch, p.PartitionEpoch, p.ISR = a.Leader, a.LeaderEpoch, a.PartitionEpoch, a.ISR
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+	}
+}
+
+// describeQuorum answers from raft's status on this node; only the leader
+// knows the voters' progress, so a follower answers NOT_LEADER_OR_FOLLOWER
+// as KRaft does.
+func (cs *connState) describeQuorum(req *kmsg.DescribeQuorumRequest) kmsg.Response {
+	resp := kmsg.NewPtrDescribeQuorumResponse()
+	st := make(chan quorumStatus, 1)
+	cs.s.runner.Do(func(n *quorum.Node) { st <- statusOf(n) })
+	var qs quorumStatus
+	select {
+	case qs = <-st:
+	case <-time.After(rpcTimeout):
+		resp.ErrorCode = kerr.RequestTimedOut.Code
+		return resp
+	}
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeQuorumResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+			rp.Partition = p.Partition
+			if qs.lead != uint64(cs.s.cfg.NodeID) {
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			}
+			rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = int32(qs.lead), int32(qs.term), int64(qs.commit)
+			for _, v := range qs.voters {
+				rs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+				rs.ReplicaID, rs.LogEndOffset = int32(v.id), int64(v.match)
+				rs.LastFetchTimestamp, rs.LastCaughtUpTimestamp = -1, -1
+				rp.CurrentVoters = append(rp.CurrentVoters, rs)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for id, addr := range cs.s.cfg.Voters {
+		host, port, _ := net.SplitHostPort(addr)
+		n := kmsg.NewDescribeQuorumResponseNode()
+		n.NodeID = id
+		l := kmsg.NewDescribeQuorumResponseNodeListener()
+		l.Name, l.Host, l.Port = "CONTROLLER", host, uint16(atoiOr(port, 0))
+		n.Listeners = append(n.Listeners, l)
+		resp.Nodes = append(resp.Nodes, n)
+	}
+	return resp
+}
+
+type quorumStatus struct {
+	lead, term, commit uint64
+	voters             []struct{ id, match uint64 }
+}
+
+func statusOf(n *quorum.Node) quorumStatus {
+	st := n.Status()
+	qs := quorumStatus{lead: st.Lead, term: st.GetTerm(), commit: st.GetCommit()}
+	for id, pr := range st.Progress {
+		qs.voters = append(qs.voters, struct{ id, match uint64 }{id, pr.Match})
+	}
+	return qs
+}
+
+func atoiOr(s string, def int) int {
+	n := 0
+	if s == "" {
+		return def
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return def
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// producerIDBlock is the size of the blocks AllocateProducerIds hands out
+// (Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+const producerIDBlock = 1000
+
+func (cs *connState) allocateProducerIDs(req *kmsg.AllocateProducerIDsRequest) kmsg.Response {
+	resp := kmsg.NewPtrAllocateProducerIDsResponse()
+	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+		img := a.s.store.Image()
+		if br, ok := img.Broker(req.BrokerID); !ok || br.Epoch != req.BrokerEpoch {
+			return kerr.StaleBrokerEpoch
+		}
+		start := img.ProducerIDs().NextProducerID
+		rec := metadata.ProducerIDsRecord{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, NextProducerID: start + producerIDBlock}
+		if err := a.commit([]metadata.Record{rec}); err != nil {
+			return commitErr(err)
+		}
+		resp.ProducerIDStart, resp.ProducerIDLen = start, producerIDBlock
+		return nil
+	}))
+	return resp
+}
+
+func (cs *connState) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	var topics []CreateTopic
+	for _, t := range req.Topics {
+		ct := CreateTopic{Name: t.Topic, NumPartitions: t.NumPartitions, ReplicationFactor: t.ReplicationFactor, Configs: map[string]string{}}
+		_, _ = rand.Read(ct.ID[:])
+		for _, as := range t.ReplicaAssignment {
+			for len(ct.Assignments) <= int(as.Partition) {
+				ct.Assignments = append(ct.Assignments, nil)
+			}
+			if as.Partition >= 0 {
+				ct.Assignments[as.Partition] = as.Replicas
+			}
+		}
+		for _, c := range t.Configs {
+			if c.Value != nil {
+				ct.Configs[c.Name] = *c.Value
+			}
+		}
+		topics = append(topics, ct)
+	}
+	var res CreateTopicsResult
+	all := cs.decide(func(a *active) *kerr.Error {
+		img := a.s.store.Image()
+		res = a.ctrl.CreateTopics(img, topics)
+		if req.ValidateOnly {
+			return nil
+		}
+		return commitErr(a.commit(res.Records))
+	})
+	for i, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = t.Topic, t.NumPartitions, t.ReplicationFactor
+		rt.ErrorCode = code(all)
+		if all == nil && i < len(res.Topics) {
+			rt.ErrorCode = code(res.Topics[i].Err)
+			rt.TopicID = topics[i].ID
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (cs *connState) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := kmsg.NewPtrCreatePartitionsResponse()
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		var as [][]int32
+		for _, a := range t.Assignment {
+			as = append(as, a.Replicas)
+		}
+		rt.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+			res := a.ctrl.CreatePartitions(a.s.store.Image(), t.Topic, t.Count, as)
+			if res.Err != nil || req.ValidateOnly {
+				return res.Err
+			}
+			return commitErr(a.commit(res.Records))
+		}))
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (cs *connState) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := kmsg.NewPtrDeleteTopicsResponse()
+	type one struct {
+		name *string
+		id   [16]byte
+	}
+	var asked []one
+	for _, n := range req.TopicNames {
+		asked = append(asked, one{name: &n})
+	}
+	for _, t := range req.Topics {
+		asked = append(asked, one{name: t.Topic, id: t.TopicID})
+	}
+	for _, t := range asked {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.name, t.id
+		rt.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+			img := a.s.store.Image()
+			ti := img.TopicByID(t.id)
+			if t.name != nil && *t.name != "" {
+				ti = img.Topic(*t.name)
+			}
+			if ti == nil {
+				return kerr.UnknownTopicOrPartition
+			}
+			rt.TopicID = ti.ID
+			return commitErr(a.commit([]metadata.Record{metadata.RemoveTopicRecord{TopicID: ti.ID}}))
+		}))
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
