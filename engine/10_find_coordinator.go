@@ -48,6 +48,10 @@ func (b *Broker) coordinatorFor(key string, keyType int8) kmsg.FindCoordinatorRe
 	c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
 	switch keyType {
 	case coordinatorGroup:
+		if b.cluster != nil {
+			b.clusterCoordinator(key, &c)
+			break
+		}
 		if !b.groups.Owns(key) {
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			break

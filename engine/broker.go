@@ -26,6 +26,7 @@ type Broker struct {
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
+	cluster  *clusterLink       // nil on a single node (cluster.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -45,12 +46,7 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	mp, err := metadata.LoadMetaProperties(cfg.DataDir, cfg.NodeID, cfg.ClusterID)
-	if err != nil {
-		return nil, err
-	}
-	b.clusterID = mp.ClusterID
-	if err := b.openMetadata(); err != nil {
+	if err := b.openStore(); err != nil {
 		return nil, err
 	}
 	if err := b.startSubsystems(); err != nil {
@@ -58,11 +54,28 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 		b.meta.store.Close()
 		return nil, err
 	}
+	if b.cluster != nil {
+		b.cluster.start()
+	}
 	b.wg.Add(2)
 	go b.housekeeping()
 	go b.logCleaner() // log_cleaner.go
 	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.hosted.load().sorted))
 	return b, nil
+}
+
+// openStore opens the metadata: the local store on a single node, the
+// link to the controller quorum in a cluster.
+func (b *Broker) openStore() error {
+	if b.cfg.ClusterMode() {
+		return b.openCluster()
+	}
+	mp, err := metadata.LoadMetaProperties(b.cfg.DataDir, b.cfg.NodeID, b.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	b.clusterID = mp.ClusterID
+	return b.openMetadata()
 }
 
 func (b *Broker) startSubsystems() error {
@@ -74,6 +87,10 @@ func (b *Broker) startSubsystems() error {
 	}
 	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
+	if b.cluster != nil {
+		b.groups = newClusterGroupCoordinator(b)
+		return nil
+	}
 	b.groups, err = newGroupCoordinator(b)
 	return err
 }
@@ -95,6 +112,9 @@ func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		close(b.closing)
+		if b.cluster != nil {
+			b.cluster.close()
+		}
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
@@ -127,6 +147,9 @@ func (b *Broker) housekeeping() {
 func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
+			if p == nil {
+				continue // hosted elsewhere
+			}
 			if err := p.maybeRoll(nowMs); err != nil {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
