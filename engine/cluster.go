@@ -166,10 +166,12 @@ type clusterLink struct {
 	fenced atomic.Bool
 
 	wantShutdown atomic.Bool
+	// nudge wakes the heartbeat loop early (controlled shutdown begins).
+	nudge chan struct{}
 	// creatingOffsets is set while __consumer_offsets is being created.
 	creatingOffsets atomic.Bool
-	shutdownOK   chan struct{}
-	shutdownOnce sync.Once
+	shutdownOK      chan struct{}
+	shutdownOnce    sync.Once
 	// fatal carries the error that stops the broker (another cluster).
 	fatal chan error
 	// imageMoved is closed and replaced under mu whenever the image moves.
@@ -195,6 +197,9 @@ func (s followerStore) Close() error { return nil }
 // openCluster sets up the broker of a cluster node in place of the local
 // metadata store; the image stays empty until startCluster follows it.
 func (b *Broker) openCluster() error {
+	if !b.cfg.HasRole("broker") {
+		return errors.New("process.roles without broker (a controller-only node) is not served yet; use broker,controller")
+	}
 	addrs, err := b.cfg.controllerAddrs()
 	if err != nil {
 		return err
@@ -206,7 +211,7 @@ func (b *Broker) openCluster() error {
 	b.clusterID = id
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &clusterLink{b: b, client: controller.NewClient(addrs), shutdownOK: make(chan struct{}),
-		fatal: make(chan error, 1), imageMoved: make(chan struct{}), ctx: ctx, cancel: cancel}
+		fatal: make(chan error, 1), nudge: make(chan struct{}, 1), imageMoved: make(chan struct{}), ctx: ctx, cancel: cancel}
 	_, _ = rand.Read(l.incarnation[:])
 	l.epoch.Store(-1)
 	l.applied.Store(-1)
@@ -325,7 +330,11 @@ func (l *clusterLink) heartbeats() {
 			continue
 		}
 		l.heartbeat()
-		l.sleep(l.heartbeatInterval())
+		select {
+		case <-l.ctx.Done():
+		case <-l.nudge:
+		case <-time.After(l.heartbeatInterval()):
+		}
 	}
 }
 
@@ -408,14 +417,20 @@ func (l *clusterLink) call(line controller.Line, req kmsg.Request) (kmsg.Respons
 }
 
 // ControlledShutdown asks the controller to move this broker's
-// leaderships away and waits until it says the broker may go (or ctx
-// ends). Outside a cluster it returns at once.
+// leaderships away and waits until it says the broker may go, or ctx
+// ends, or broker.session.timeout.ms passes (a controller that cannot
+// answer, such as a quorum without its majority, must not keep the broker
+// from stopping). Outside a cluster it returns at once.
 func (b *Broker) ControlledShutdown(ctx context.Context) error {
 	l := b.cluster
 	if l == nil || l.epoch.Load() < 0 {
 		return nil
 	}
 	l.wantShutdown.Store(true)
+	select {
+	case l.nudge <- struct{}{}:
+	default:
+	}
 	start := time.Now()
 	select {
 	case <-l.shutdownOK:
@@ -423,6 +438,8 @@ func (b *Broker) ControlledShutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("controlled shutdown: %w", ctx.Err())
+	case <-time.After(b.cfg.BrokerSessionTimeout):
+		return errors.New("controlled shutdown: the controller did not answer within broker.session.timeout.ms")
 	}
 }
 
