@@ -26,6 +26,7 @@ const imageWait = 10 * time.Second
 // validated overrides.
 func (l *clusterLink) forwardCreateTopic(rt kmsg.CreateTopicsRequestTopic, overrides map[string]string, validateOnly bool) (*Topic, error) {
 	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7 // topic ids in the answer
 	req.ValidateOnly = validateOnly
 	req.TimeoutMillis = int32(imageWait.Milliseconds())
 	rt.Configs = nil
@@ -87,6 +88,7 @@ func (l *clusterLink) forwardDeleteTopic(ti *metadata.TopicImage) error {
 // forwardCreatePartitions grows a topic through the controller.
 func (l *clusterLink) forwardCreatePartitions(name string, total int32, validateOnly bool) error {
 	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.Version = 3
 	req.ValidateOnly = validateOnly
 	t := kmsg.NewCreatePartitionsRequestTopic()
 	t.Topic, t.Count = name, total

@@ -1,0 +1,245 @@
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// topicLeaders returns partition → leader as node nd's Metadata says.
+func topicLeaders(t *testing.T, c *Cluster, nd *Node, topic string) (map[int32]int32, map[int32][]int32) {
+	m, err := c.Metadata(nd)
+	if err != nil {
+		return nil, nil
+	}
+	leaders, isrs := map[int32]int32{}, map[int32][]int32{}
+	for _, tp := range m.Topics {
+		if tp.Topic != nil && *tp.Topic == topic {
+			for _, p := range tp.Partitions {
+				leaders[p.Partition], isrs[p.Partition] = p.Leader, p.ISR
+			}
+		}
+	}
+	return leaders, isrs
+}
+
+func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, rf int16) {
+	t.Helper()
+	resp, err := adm.CreateTopic(ctxT(t, 20*time.Second), partitions, rf, nil, name)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create %s: %v %v", name, err, resp.Err)
+	}
+}
+
+// TestThreeNodeCluster: three processes form a cluster; clients see three
+// brokers; a topic of RF=3 gets leaders spread over all three with full
+// ISRs; records produced with acks=1 to a leader are consumed back, on an
+// RF=1 and an RF=3 topic; a follower answers NOT_LEADER_OR_FOLLOWER.
+func TestThreeNodeCluster(t *testing.T) {
+	c := Start(t, 3, Options{})
+	cl := c.Client()
+	adm := kadm.NewClient(cl)
+	brokers, err := adm.ListBrokers(ctxT(t, 10*time.Second))
+	if err != nil || len(brokers) != 3 {
+		t.Fatalf("brokers %v, err %v", brokers, err)
+	}
+	createTopic(t, adm, "spread", 6, 3)
+	var leaders map[int32]int32
+	var isrs map[int32][]int32
+	c.WaitFor(10*time.Second, "6 partitions with leaders", func() bool {
+		leaders, isrs = topicLeaders(t, c, c.Nodes[0], "spread")
+		return len(leaders) == 6
+	})
+	per := map[int32]int{}
+	for p, l := range leaders {
+		per[l]++
+		if len(isrs[p]) != 3 {
+			t.Errorf("partition %d isr %v, want 3 members", p, isrs[p])
+		}
+	}
+	if len(per) != 3 {
+		t.Errorf("leaders %v not spread over 3 brokers", leaders)
+	}
+	t.Logf("leaders of spread: %v", leaders)
+
+	createTopic(t, adm, "single", 3, 1)
+	for _, topic := range []string{"single", "spread"} {
+		for p := int32(0); p < 3; p++ {
+			produceConsume(t, c, topic, p)
+		}
+	}
+}
+
+// produceConsume produces ten records with acks=1 to one partition and
+// reads them back.
+func produceConsume(t *testing.T, c *Cluster, topic string, partition int32) {
+	t.Helper()
+	cl := c.Client(kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var want []string
+	for i := range 10 {
+		v := topic + "-" + string(rune('a'+partition)) + "-" + string(rune('0'+i))
+		want = append(want, v)
+		r := &kgo.Record{Topic: topic, Partition: partition, Value: []byte(v)}
+		if err := cl.ProduceSync(ctxT(t, 20*time.Second), r).FirstErr(); err != nil {
+			t.Fatalf("produce %s-%d: %v", topic, partition, err)
+		}
+	}
+	cons := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
+	var got []string
+	ctx := ctxT(t, 20*time.Second)
+	for len(got) < len(want) {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consume %s-%d: got %v: %v", topic, partition, got, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s-%d: consumed %v, want %v", topic, partition, got, want)
+	}
+}
+
+// TestControllerLeaderKilled: SIGKILL the active controller; the quorum
+// elects another and topics can still be created.
+func TestControllerLeaderKilled(t *testing.T) {
+	c := Start(t, 3, Options{})
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	start := time.Now()
+	c.Node(active).Kill()
+	var next int32
+	c.WaitFor(15*time.Second, "a new active controller", func() bool { next = c.ActiveController(); return next > 0 && next != active })
+	t.Logf("controller %d killed; %d active after %v", active, next, time.Since(start).Round(time.Millisecond))
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "after-failover", 3, 2)
+	c.WaitFor(10*time.Second, "the new topic's leaders", func() bool {
+		l, _ := topicLeaders(t, c, c.Node(next), "after-failover")
+		return len(l) == 3 && l[0] >= 0 && l[1] >= 0 && l[2] >= 0
+	})
+}
+
+// TestPartitionLeaderKilled: SIGKILL a partition leader that is not the
+// active controller; the controller hears its heartbeat connection close,
+// fences it and elects a new leader from the ISR well within
+// broker.session.timeout.ms (9 s).
+func TestPartitionLeaderKilled(t *testing.T) {
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "failover", 3, 3)
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	var leaders map[int32]int32
+	c.WaitFor(10*time.Second, "leaders", func() bool { leaders, _ = topicLeaders(t, c, c.Node(active), "failover"); return len(leaders) == 3 })
+	victim, part := int32(-1), int32(-1)
+	for p, l := range leaders {
+		if l != active && l >= 0 {
+			victim, part = l, p
+			break
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("every partition is led by the controller: %v", leaders)
+	}
+	start := time.Now()
+	c.Node(victim).Kill()
+	var newLeader int32
+	c.WaitFor(9*time.Second, "a new leader", func() bool {
+		l, _ := topicLeaders(t, c, c.Node(active), "failover")
+		newLeader = l[part]
+		return newLeader >= 0 && newLeader != victim
+	})
+	took := time.Since(start)
+	t.Logf("SIGKILL of broker %d (leader of failover-%d) → leader %d in the image after %v (broker.session.timeout.ms 9000)",
+		victim, part, newLeader, took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Errorf("new leader after %v: the connection-lost path should beat the session timeout by far", took)
+	}
+	produceConsume(t, c, "failover", part)
+
+	// The killed broker comes back, registers again and is unfenced.
+	c.Node(victim).Restart()
+	c.WaitBrokers(3, 30*time.Second)
+}
+
+// TestControlledShutdown: SIGTERM on a broker moves its leaderships away
+// before it exits.
+func TestControlledShutdown(t *testing.T) {
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "moving", 6, 3)
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	victim := int32(1)
+	if victim == active {
+		victim = 2
+	}
+	start := time.Now()
+	if err := c.Node(victim).Stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, c.Node(victim).Log())
+	}
+	t.Logf("controlled shutdown of broker %d took %v", victim, time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(c.Node(victim).Log(), "controlled shutdown done") {
+		t.Fatalf("no controlled shutdown in the log:\n%s", c.Node(victim).Log())
+	}
+	leaders, _ := topicLeaders(t, c, c.Node(active), "moving")
+	for p, l := range leaders {
+		if l == victim || l < 0 {
+			t.Errorf("partition %d led by %d after broker %d shut down", p, l, victim)
+		}
+	}
+}
+
+// TestOtherClusterRefused: a broker formatted with another cluster id is
+// refused by the quorum and exits; the cluster keeps its three brokers.
+func TestOtherClusterRefused(t *testing.T) {
+	c := Start(t, 3, Options{})
+	nd := c.AddNode(4, "another-cluster")
+	err, ok := nd.Wait(20 * time.Second)
+	if !ok {
+		t.Fatalf("a broker of another cluster is still running:\n%s", nd.Log())
+	}
+	if err == nil || !strings.Contains(nd.Log(), "INCONSISTENT_CLUSTER_ID") {
+		t.Fatalf("exit %v, log:\n%s", err, nd.Log())
+	}
+	c.WaitBrokers(3, 5*time.Second)
+}
+
+// TestQuorumWithoutMajority: with two of three nodes gone, the last one
+// refuses metadata changes (the create fails) rather than deciding alone;
+// once a second node is back, changes go through again.
+func TestQuorumWithoutMajority(t *testing.T) {
+	c := Start(t, 3, Options{})
+	c.Node(2).Kill()
+	c.Node(3).Kill()
+	adm := kadm.NewClient(c.Client())
+	resp, err := adm.CreateTopic(ctxT(t, 30*time.Second), 1, 1, nil, "refused")
+	if err == nil && resp.Err == nil {
+		t.Fatal("a quorum of one out of three created a topic")
+	}
+	t.Logf("create without a majority: %v %v", err, resp.Err)
+	if m, err := c.Metadata(c.Node(1)); err == nil {
+		for _, tp := range m.Topics {
+			if tp.Topic != nil && *tp.Topic == "refused" {
+				t.Fatal("the refused topic is in the metadata")
+			}
+		}
+	}
+	c.Node(2).Restart()
+	c.WaitFor(30*time.Second, "a quorum again", func() bool { return c.ActiveController() > 0 })
+	resp, err = adm.CreateTopic(ctxT(t, 30*time.Second), 1, 1, nil, "accepted")
+	if err != nil || resp.Err != nil && !errors.Is(resp.Err, nil) {
+		t.Fatalf("create with a majority back: %v %v", err, resp.Err)
+	}
+}
