@@ -38,11 +38,11 @@ type Server struct {
 	// Controller is this node's controller in a cluster whose
 	// process.roles includes controller; nil otherwise.
 	Controller *controller.Service
-	ln     net.Listener
-	net    netpoll.Server
-	http   *http.Server
-	log    *slog.Logger
-	served chan error
+	ln         net.Listener
+	net        netpoll.Server
+	http       *http.Server
+	log        *slog.Logger
+	served     chan error
 }
 
 // Start opens the broker and starts serving. If Config.Listen has port 0 a

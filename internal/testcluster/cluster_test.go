@@ -2,7 +2,6 @@ package testcluster
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -239,7 +238,7 @@ func TestQuorumWithoutMajority(t *testing.T) {
 	c.Node(2).Restart()
 	c.WaitFor(30*time.Second, "a quorum again", func() bool { return c.ActiveController() > 0 })
 	resp, err = adm.CreateTopic(ctxT(t, 30*time.Second), 1, 1, nil, "accepted")
-	if err != nil || resp.Err != nil && !errors.Is(resp.Err, nil) {
+	if err != nil || resp.Err != nil {
 		t.Fatalf("create with a majority back: %v %v", err, resp.Err)
 	}
 }
