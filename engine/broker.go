@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metadata"
+	"github.com/sluice-broker/sluice/storage"
 )
 
 // Broker is one Sluice broker: its topics, groups and producer state.
@@ -45,6 +46,9 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
+	}
+	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
+		log.Warn("removing deleted partitions' directories", "err", err)
 	}
 	if err := b.openStore(); err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // Files of data directories written before the metadata log: the topic
@@ -66,7 +68,7 @@ func removeLegacy(dataDir string) error {
 	if !removed {
 		return nil
 	}
-	return syncDir(dataDir)
+	return fsutil.SyncDir(dataDir)
 }
 
 // LegacyRecords reads the legacy files of dataDir as records; found is

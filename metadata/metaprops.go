@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/properties"
 )
 
@@ -36,7 +37,7 @@ func LoadMetaProperties(dataDir string, nodeID int32, clusterID string) (MetaPro
 		if mp.ClusterID == "" {
 			mp.ClusterID = NewClusterID()
 		}
-		return mp, writeFileAtomic(path, mp.encode(time.Now()))
+		return mp, fsutil.WriteFileAtomic(path, mp.encode(time.Now()))
 	}
 	if err != nil {
 		return MetaProperties{}, err

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // Store is the durable log of metadata records under the image. Append
@@ -177,10 +179,10 @@ func (s *FileStore) Snapshot() error {
 // holds: loading skips batches below the snapshot's offset.
 func (s *FileStore) snapshotLocked() error {
 	data := encodeSnapshot(s.mu.img, s.mu.next)
-	if err := writeFileAtomic(filepath.Join(s.dir, snapshotFile), data); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(s.dir, snapshotFile), data); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(s.dir, logFile), []byte(logMagic)); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(s.dir, logFile), []byte(logMagic)); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(s.dir, logFile), os.O_RDWR, 0)
@@ -320,7 +322,7 @@ func (s *FileStore) loadLog() error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && len(data) < len(logMagic) && bytes.HasPrefix([]byte(logMagic), data) {
 		// Missing, or torn while being created: start it afresh.
-		if err := writeFileAtomic(path, []byte(logMagic)); err != nil {
+		if err := fsutil.WriteFileAtomic(path, []byte(logMagic)); err != nil {
 			return err
 		}
 		data, err = []byte(logMagic), nil
@@ -452,38 +454,6 @@ func truncateSync(f *os.File, size int64) error {
 		return err
 	}
 	return f.Sync()
-}
-
-// writeFileAtomic replaces path with data durably: temp file, fsync,
-// rename, fsync of the directory.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 var _ Store = (*FileStore)(nil)

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // Per-partition checkpoint files. Kafka keeps recovery points, log start
@@ -24,29 +26,9 @@ const (
 	tmpSuffix         = ".tmp"
 )
 
-// writeFileAtomic replaces dir/name with data durably: write a temporary
-// file, fsync it, rename it over the old one, fsync the directory. A crash
-// leaves either the old or the new file, never a mix.
+// writeFileAtomic replaces dir/name with data durably (fsutil).
 func writeFileAtomic(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
+	return fsutil.WriteFileAtomic(filepath.Join(dir, name), data)
 }
 
 // readCheckpoint reads a Kafka-style text checkpoint: a version line "0", a

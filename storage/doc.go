@@ -73,6 +73,15 @@
 // recovery.go for how a torn tail is told from corruption. A failed write or
 // fsync makes the log refuse all later appends with that error.
 //
+// # Replication
+//
+// A follower appends the leader's batches unchanged with AppendAsFollower
+// (offsets, epochs and bytes are the leader's, so segments match the
+// leader's byte for byte when both roll alike) and cuts a divergent tail
+// with TruncateTo or TruncateFullyAndStartAt; see follower.go and
+// truncate.go, which also state what a concurrent reader sees and why each
+// truncation step is crash-safe.
+//
 // # Compaction
 //
 // Logs with cleanup.policy=compact are cleaned by Compact, as Kafka's log

@@ -141,3 +141,10 @@ func (c *epochCache) snapshot() [][]int64 {
 func (c *epochCache) persist() error {
 	return writeFileAtomic(c.dir, epochFile, formatCheckpoint(c.snapshot()))
 }
+
+// clear forgets the whole history (the log was dropped).
+func (c *epochCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.entries = nil
+}

@@ -19,23 +19,31 @@ var (
 	ErrInvalidTimestamp     = errors.New("storage: invalid timestamp")                 // INVALID_TIMESTAMP (32)
 	ErrClosed               = errors.New("storage: log closed")
 	ErrLogCorrupt           = errors.New("storage: log corrupt")
+	// ErrUnexpectedAppendOffset: AppendAsFollower was given batches that
+	// do not continue the log end offset (Kafka's
+	// UnexpectedAppendOffsetException). No Kafka error code: the follower
+	// fetcher answers it by re-synchronising (truncation), not a client.
+	ErrUnexpectedAppendOffset = errors.New("storage: follower batch does not continue the log end offset")
 )
 
 // Detailed validation errors. They are built once so that rejecting a batch
 // on the produce path allocates nothing.
 var (
-	errBatchTruncated     = fmt.Errorf("%w: record batch truncated", ErrCorruptMessage)
-	errBatchTooShort      = fmt.Errorf("%w: record batch length below the v2 header size", ErrCorruptMessage)
-	errBadCRC             = fmt.Errorf("%w: record batch CRC-32C mismatch", ErrCorruptMessage)
-	errEmptyRecordSet     = fmt.Errorf("%w: empty record set", ErrCorruptMessage)
-	errBadMagic           = fmt.Errorf("%w: record batch magic is not 2", ErrInvalidRecord)
-	errBadLastOffsetDelta = fmt.Errorf("%w: lastOffsetDelta does not match the record count", ErrInvalidRecord)
-	errNoRecords          = fmt.Errorf("%w: record batch has no records", ErrInvalidRecord)
-	errBadCompression     = fmt.Errorf("%w: unknown compression codec", ErrInvalidRecord)
-	errControlFromClient  = fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
-	errBadBaseSequence    = fmt.Errorf("%w: idempotent batch without a base sequence", ErrInvalidRecord)
-	errTxnWithoutPID      = fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
-	errNewEpochSeq        = fmt.Errorf("%w: a new producer epoch must start at sequence 0", ErrOutOfOrderSequence)
+	errBatchTruncated      = fmt.Errorf("%w: record batch truncated", ErrCorruptMessage)
+	errBatchTooShort       = fmt.Errorf("%w: record batch length below the v2 header size", ErrCorruptMessage)
+	errBadCRC              = fmt.Errorf("%w: record batch CRC-32C mismatch", ErrCorruptMessage)
+	errEmptyRecordSet      = fmt.Errorf("%w: empty record set", ErrCorruptMessage)
+	errBadMagic            = fmt.Errorf("%w: record batch magic is not 2", ErrInvalidRecord)
+	errBadLastOffsetDelta  = fmt.Errorf("%w: lastOffsetDelta does not match the record count", ErrInvalidRecord)
+	errNoRecords           = fmt.Errorf("%w: record batch has no records", ErrInvalidRecord)
+	errBadCompression      = fmt.Errorf("%w: unknown compression codec", ErrInvalidRecord)
+	errControlFromClient   = fmt.Errorf("%w: clients may not write control batches", ErrInvalidRecord)
+	errBadBaseSequence     = fmt.Errorf("%w: idempotent batch without a base sequence", ErrInvalidRecord)
+	errTxnWithoutPID       = fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
+	errNewEpochSeq         = fmt.Errorf("%w: a new producer epoch must start at sequence 0", ErrOutOfOrderSequence)
+	errFollowerOverlap     = fmt.Errorf("%w: batch starts below the log end offset (overlap)", ErrUnexpectedAppendOffset)
+	errFollowerGap         = fmt.Errorf("%w: batch starts past the log end offset (gap)", ErrUnexpectedAppendOffset)
+	errFollowerOffsetRange = fmt.Errorf("%w: batch offsets out of range", ErrUnexpectedAppendOffset)
 )
 
 // CorruptError reports corruption found by recovery in the middle of a log:

@@ -29,6 +29,11 @@ const (
 func (l *Log) flush(kind int) error {
 	l.flushMu.Lock()
 	defer l.flushMu.Unlock()
+	return l.flushHeld(kind)
+}
+
+// flushHeld is flush for a caller that holds flushMu.
+func (l *Log) flushHeld(kind int) error {
 	final := kind == flushFinal
 	if !final && l.closed.Load() {
 		return ErrClosed

@@ -106,7 +106,7 @@ func TestWriteFuzzSeedCorpus(t *testing.T) {
 	if os.Getenv("SLUICE_WRITE_FUZZ_SEEDS") == "" {
 		t.Skip("set SLUICE_WRITE_FUZZ_SEEDS=1 to regenerate the seed corpus")
 	}
-	for _, target := range []string{"FuzzCheckBatch", "FuzzRecovery"} {
+	for _, target := range []string{"FuzzCheckBatch", "FuzzRecovery", "FuzzAppendAsFollower"} {
 		dir := filepath.Join("testdata", "fuzz", target)
 		os.MkdirAll(dir, 0o755)
 		for i, s := range fuzzSeeds() {

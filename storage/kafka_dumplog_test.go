@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluice-broker/sluice/record"
 )
 
 // TestKafkaDumpLogReadsOurSegments runs Apache Kafka's own DumpLogSegments
@@ -38,6 +40,64 @@ func TestKafkaDumpLogReadsOurSegments(t *testing.T) {
 		t.Fatal(err)
 	}
 	runKafkaDumpLog(t, cp, dir, 60)
+}
+
+// TestKafkaDumpLogReadsReplicaSegments runs kafka-dump-log over replica
+// logs (see replicaDumpLogDirs). Same classpath as above.
+func TestKafkaDumpLogReadsReplicaSegments(t *testing.T) {
+	cp := os.Getenv("SLUICE_KAFKA_CLASSPATH")
+	if cp == "" {
+		t.Skip("set SLUICE_KAFKA_CLASSPATH to Kafka's jars to run kafka-dump-log")
+	}
+	dirs, batches := replicaDumpLogDirs(t)
+	for i, dir := range dirs {
+		runKafkaDumpLog(t, cp, dir, batches[i])
+	}
+}
+
+// TestReplicaSegmentsPassDumpLogChecks makes storage's own version of those
+// checks over the same logs, without Java.
+func TestReplicaSegmentsPassDumpLogChecks(t *testing.T) {
+	dirs, _ := replicaDumpLogDirs(t)
+	for _, dir := range dirs {
+		checkDumpLogInvariants(t, dir)
+	}
+}
+
+// replicaDumpLogDirs builds two closed follower logs and returns their
+// directories and batch counts: one that copied a leader, was truncated
+// inside a sealed segment and inside a batch (cut segments are sealed and
+// trimmed; the log goes on in a new segment) and caught up again; one
+// restarted with TruncateFullyAndStartAt that then caught up.
+func replicaDumpLogDirs(t *testing.T) ([]string, []int) {
+	root := t.TempDir()
+	cfg := testConfig()
+	cfg.SegmentBytes = 20000
+	cfg.IndexIntervalBytes = 1000
+	leader := leaderWorkload(t, filepath.Join(root, "leader"), cfg, 80)
+	defer leader.Close()
+	f := mustOpen(t, filepath.Join(root, "t-0"), cfg)
+	catchUp(t, leader, f, 7000)
+	if err := f.TruncateTo(f.segs.Load().segs[1].base + 3); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, leader, f, 7000)
+	if err := f.TruncateTo(f.LogEndOffset() - 2); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, leader, f, 1<<20)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g := mustOpen(t, filepath.Join(root, "t-1"), cfg)
+	if err := g.TruncateFullyAndStartAt(record.BaseOffset(fetch(t, leader, 100, 1))); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, leader, g, 5000)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return []string{f.Dir(), g.Dir()}, []int{80, len(splitBatches(t, logStream(t, g.Dir())))}
 }
 
 // runKafkaDumpLog runs DumpLogSegments over every segment of dir in each

@@ -42,6 +42,10 @@ type Log struct {
 	logStart atomic.Int64 // Invariant: segs[0].base <= logStart <= hw <= leo
 	size     atomic.Int64 // sum of segment sizes
 	closed   atomic.Bool
+	// truncGen is odd while a truncation cuts bytes or swaps segments and
+	// counts truncations; a Read that saw it change is retried (see
+	// truncate.go).
+	truncGen atomic.Uint64
 
 	epochs    *epochCache
 	producers *producerState // its own lock; updated only under mu
@@ -79,6 +83,10 @@ type Log struct {
 	// compactHook, if set (tests), is called at each stage of a swap; an
 	// error stops the pass there, leaving the files as a crash would.
 	compactHook func(stage string) error
+	// truncateHook, if set (tests), is called at each step of a
+	// truncation; an error stops it there, leaving the files as a crash
+	// would.
+	truncateHook func(stage string) error
 
 	// flushMu serialises flushes: fsyncs and checkpoint writes.
 	flushMu sync.Mutex
@@ -418,7 +426,7 @@ func (l *Log) Delete() error {
 	l.mu.Unlock()
 	l.flushMu.Lock() // wait for a background flush; later ones see closed
 	defer l.flushMu.Unlock()
-	aside := fmt.Sprintf("%s.%x-delete", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano())
+	aside := fmt.Sprintf("%s.%x%s", strings.TrimSuffix(l.dir, string(filepath.Separator)), time.Now().UnixNano(), deletedDirSuffix)
 	if err := os.Rename(l.dir, aside); err != nil {
 		return errors.Join(err, l.closeSegments())
 	}
@@ -429,6 +437,28 @@ func (l *Log) Delete() error {
 	}
 	l.removals.after(delay, remove)
 	return nil
+}
+
+// deletedDirSuffix ends the name a deleted log's directory is renamed to
+// ("<dir>.<hex nanos>-delete", Kafka's own convention).
+const deletedDirSuffix = "-delete"
+
+// RemoveDeleted removes what Delete renamed aside in parent and a stop
+// kept from removing (its file.delete.delay.ms had not run out). Nothing
+// reads those directories once their log is deleted, so a starting broker
+// removes them at once, as Kafka's log manager does.
+func RemoveDeleted(parent string) error {
+	ents, err := os.ReadDir(parent)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() && strings.HasSuffix(e.Name(), deletedDirSuffix) {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stickyErr returns the error that stops appends, if any.

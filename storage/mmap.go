@@ -4,6 +4,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // mapFile maps size bytes of the file at path. Writable mappings create the
@@ -62,11 +64,4 @@ func syncMapped(buf []byte) error {
 func truncatePath(path string, size int64) error { return os.Truncate(path, size) }
 
 // syncDir makes renames, creations and removals in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func syncDir(dir string) error { return fsutil.SyncDir(dir) }

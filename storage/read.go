@@ -1,5 +1,7 @@
 package storage
 
+import "runtime"
+
 // Read returns the batches starting with the one containing offset, up to
 // maxBytes on batch boundaries (the first batch whole even if larger, KIP-74),
 // never past the high watermark when uncommitted==false (past it up to LEO when true),
@@ -14,7 +16,22 @@ package storage
 // Locating offset costs a binary search over segments, one over the sparse
 // index (in memory), and a short scan of batch headers from the index hint,
 // usually one pread.
+//
+// A Read that overlaps a truncation is retried, so it never fails because
+// bytes were cut under it; see truncate.go for what a Region handed out
+// before a truncation reads.
 func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
+	for {
+		gen := l.truncGen.Load()
+		r, err := l.readOnce(offset, maxBytes, uncommitted)
+		if now := l.truncGen.Load(); now == gen && (err == nil || now&1 == 0) {
+			return r, err
+		}
+		runtime.Gosched() // a truncation is under way: let it finish
+	}
+}
+
+func (l *Log) readOnce(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
 	if l.closed.Load() {
 		return Region{}, ErrClosed
 	}

@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // DiskStorage is the durable raft.Storage of one quorum member: raft reads
@@ -265,7 +267,7 @@ func (s *DiskStorage) Compact(index uint64, cs *pb.ConfState, data []byte) error
 
 func (s *DiskStorage) writeSnapshot(snap *pb.Snapshot) error {
 	name := fmt.Sprintf("snap-%016x.snap", snap.GetMetadata().GetIndex())
-	return writeFileSync(filepath.Join(s.dir, name), appendFrame(nil, frameSnapshot, snap))
+	return fsutil.WriteFileAtomic(filepath.Join(s.dir, name), appendFrame(nil, frameSnapshot, snap))
 }
 
 // rotate starts segment walSeq+1 holding the hard state and every entry
@@ -293,7 +295,7 @@ func (s *DiskStorage) rotate() error {
 	}
 	seq := s.walSeq + 1
 	path := filepath.Join(s.dir, fmt.Sprintf("wal-%016x.log", seq))
-	if err := writeFileSync(path, buf); err != nil {
+	if err := fsutil.WriteFileAtomic(path, buf); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
@@ -326,7 +328,7 @@ func (s *DiskStorage) removeBefore(seq uint64) error {
 	for i := 0; i+1 < len(snaps); i++ {
 		os.Remove(filepath.Join(s.dir, snaps[i]))
 	}
-	return syncDir(s.dir)
+	return fsutil.SyncDir(s.dir)
 }
 
 func (s *DiskStorage) stick(err error) error {
@@ -401,35 +403,4 @@ func parseSeq(name, prefix, suffix string) (uint64, error) {
 	var n uint64
 	_, err := fmt.Sscanf(strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix), "%016x", &n)
 	return n, err
-}
-
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

