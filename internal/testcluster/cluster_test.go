@@ -242,3 +242,48 @@ func TestQuorumWithoutMajority(t *testing.T) {
 		t.Fatalf("create with a majority back: %v %v", err, resp.Err)
 	}
 }
+
+// TestConsumerGroup: a group consumer in the cluster finds its
+// coordinator (the leader of its __consumer_offsets partition, created on
+// the first FindCoordinator), consumes and commits; a second consumer of
+// the group resumes from the commit.
+func TestConsumerGroup(t *testing.T) {
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "grouped", 3, 1)
+	prod := c.Client(kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	for i := range 30 {
+		if err := prod.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Topic: "grouped", Value: []byte{byte(i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consume := func(n int) int {
+		cl := c.Client(kgo.ConsumerGroup("g"), kgo.ConsumeTopics("grouped"), kgo.DisableAutoCommit(),
+			kgo.FetchMaxWait(200*time.Millisecond))
+		got := 0
+		ctx := ctxT(t, 30*time.Second)
+		for got < n {
+			fs := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("consumed %d of %d", got, n)
+			}
+			got += fs.NumRecords()
+		}
+		if err := cl.CommitUncommittedOffsets(ctxT(t, 20*time.Second)); err != nil {
+			t.Fatalf("commit: %v", err)
+		}
+		cl.Close()
+		return got
+	}
+	if got := consume(30); got != 30 {
+		t.Fatalf("first consumer got %d", got)
+	}
+	for i := range 5 {
+		if err := prod.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Topic: "grouped", Value: []byte{byte(100 + i)}}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := consume(5); got != 5 {
+		t.Fatalf("second consumer got %d records, want the 5 after the commit", got)
+	}
+}
