@@ -287,3 +287,37 @@ func TestConsumerGroup(t *testing.T) {
 		t.Fatalf("second consumer got %d records, want the 5 after the commit", got)
 	}
 }
+
+// TestPausedLeader: a SIGSTOPped leader closes no socket, so the
+// controller waits out broker.session.timeout.ms (here 3 s) before it
+// fences it and moves its leadership — a stall is not taken for a crash.
+// Resumed, the broker heartbeats again and is unfenced.
+func TestPausedLeader(t *testing.T) {
+	c := Start(t, 3, Options{Extra: []string{"broker.session.timeout.ms=3000", "broker.heartbeat.interval.ms=500"}})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "paused", 3, 3)
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	var leaders map[int32]int32
+	c.WaitFor(10*time.Second, "leaders", func() bool { leaders, _ = topicLeaders(t, c, c.Node(active), "paused"); return len(leaders) == 3 })
+	victim, part := int32(-1), int32(-1)
+	for p, l := range leaders {
+		if l != active && l >= 0 {
+			victim, part = l, p
+			break
+		}
+	}
+	start := time.Now()
+	c.Node(victim).Pause()
+	time.Sleep(1500 * time.Millisecond)
+	if l, _ := topicLeaders(t, c, c.Node(active), "paused"); l[part] != victim {
+		t.Fatalf("leadership moved %v after a pause of 1.5 s, before the session timeout", time.Since(start))
+	}
+	c.WaitFor(10*time.Second, "a new leader", func() bool {
+		l, _ := topicLeaders(t, c, c.Node(active), "paused")
+		return l[part] >= 0 && l[part] != victim
+	})
+	t.Logf("SIGSTOP of broker %d → new leader after %v (broker.session.timeout.ms 3000)", victim, time.Since(start).Round(time.Millisecond))
+	c.Node(victim).Resume()
+	c.WaitBrokers(3, 20*time.Second)
+}
