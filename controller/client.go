@@ -214,6 +214,8 @@ func notController(r kmsg.Response) bool {
 		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == nc
 	case *kmsg.DeleteTopicsResponse:
 		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == nc
+	case *kmsg.ElectLeadersResponse:
+		return r.ErrorCode == nc
 	}
 	return false
 }

@@ -9,6 +9,7 @@ package controller
 //	BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64),
 //	AlterPartition (56), DescribeQuorum (55), AllocateProducerIds (67),
 //	CreateTopics (19), CreatePartitions (37), DeleteTopics (20),
+//	ElectLeaders (43),
 //	SluiceMetadataFetch (MetadataFetchKey, ours; see metadata_fetch.go)
 //
 // Admin requests arrive as brokers forward them: the broker has checked
@@ -318,6 +319,8 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.createPartitions(req)
 	case *kmsg.DeleteTopicsRequest:
 		return cs.deleteTopics(req)
+	case *kmsg.ElectLeadersRequest:
+		return cs.electLeaders(req)
 	}
 	return nil
 }
@@ -621,6 +624,43 @@ func (cs *connState) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			return commitErr(a.commit([]metadata.Record{metadata.RemoveTopicRecord{TopicID: ti.ID}}))
 		}))
 		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (cs *connState) electLeaders(req *kmsg.ElectLeadersRequest) kmsg.Response {
+	resp := kmsg.NewPtrElectLeadersResponse()
+	var tps []TopicPartition
+	if req.Topics != nil {
+		tps = []TopicPartition{}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				tps = append(tps, TopicPartition{Topic: t.Topic, Partition: p})
+			}
+		}
+	}
+	var res ElectLeadersResult
+	all := cs.decide(func(a *active) *kerr.Error {
+		res = a.ctrl.ElectLeaders(a.s.store.Image(), ElectionType(req.ElectionType), tps)
+		return commitErr(a.commit(res.Records))
+	})
+	resp.ErrorCode = code(all)
+	if all != nil {
+		return resp
+	}
+	byTopic := map[string]int{}
+	for _, p := range res.Partitions {
+		i, ok := byTopic[p.Topic]
+		if !ok {
+			t := kmsg.NewElectLeadersResponseTopic()
+			t.Topic = p.Topic
+			resp.Topics = append(resp.Topics, t)
+			i = len(resp.Topics) - 1
+			byTopic[p.Topic] = i
+		}
+		rp := kmsg.NewElectLeadersResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p.Partition, code(p.Err)
+		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}
 	return resp
 }

@@ -49,6 +49,13 @@ type ServiceConfig struct {
 	Dir string
 	// Decide configures the decisions.
 	Decide Config
+	// RebalanceInterval is how often the active controller moves
+	// leadership back to preferred replicas when a broker's imbalance
+	// exceeds RebalancePercent (auto.leader.rebalance.enable,
+	// leader.imbalance.check.interval.seconds and
+	// leader.imbalance.per.broker.percentage); 0 turns it off.
+	RebalanceInterval time.Duration
+	RebalancePercent  int
 	// RaftTick is raft's tick (50 ms: elections after 0.5–1 s of silence).
 	RaftTick time.Duration
 	Logger   *slog.Logger
@@ -82,6 +89,8 @@ type Service struct {
 type active struct {
 	s    *Service
 	ctrl *Controller
+	// lastRebalance is when the imbalance was last checked.
+	lastRebalance time.Time
 }
 
 // StartService opens the raft log in cfg.Dir and starts the node.
@@ -225,7 +234,7 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 		s.log.Warn("active controller barrier failed", "err", err)
 		return nil
 	}
-	a = &active{s: s, ctrl: New(s.cfg.Decide)}
+	a = &active{s: s, ctrl: New(s.cfg.Decide), lastRebalance: time.Now()}
 	if s.store.Image().ClusterID() == "" {
 		if err := a.commit([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}); err != nil {
 			s.log.Warn("cannot record the cluster id", "err", err)
@@ -254,6 +263,7 @@ func (a *active) commit(recs []metadata.Record) error {
 }
 
 func (a *active) tick() {
+	a.maybeRebalance()
 	now := time.Now().UnixMilli()
 	if now < a.ctrl.NextTickMs() {
 		return
@@ -263,6 +273,20 @@ func (a *active) tick() {
 		a.s.log.Info("fencing brokers", "records", describe(res.Records))
 	}
 	a.commit(res.Records)
+}
+
+// maybeRebalance runs the preferred-leader check when it is due.
+func (a *active) maybeRebalance() {
+	iv := a.s.cfg.RebalanceInterval
+	if iv <= 0 || time.Since(a.lastRebalance) < iv {
+		return
+	}
+	a.lastRebalance = time.Now()
+	res := a.ctrl.Rebalance(a.s.store.Image(), a.s.cfg.RebalancePercent)
+	if len(res.Records) > 0 {
+		a.s.log.Info("preferred leader election", "records", describe(res.Records))
+		a.commit(res.Records)
+	}
 }
 
 // describe summarises records for the log.

@@ -141,6 +141,10 @@ func StartController(cfg Config, clusterID string, log interface {
 	decide.UncleanLeaderElection = cfg.UncleanLeaderElection
 	decide.DefaultPartitions = cfg.NumPartitions
 	decide.DefaultReplicationFactor = int16(cfg.DefaultReplicationFactor)
+	if cfg.AutoLeaderRebalance {
+		opts.RebalanceInterval = time.Duration(cfg.LeaderImbalanceCheckSeconds) * time.Second
+		opts.RebalancePercent = int(cfg.LeaderImbalancePercent)
+	}
 	opts.NodeID, opts.ClusterID, opts.Voters, opts.Listener, opts.Decide = cfg.NodeID, clusterID, voters, ln, decide
 	opts.Dir = filepath.Join(cfg.DataDir, ClusterMetadataDir)
 	s, err := controller.StartService(opts)
@@ -505,4 +509,21 @@ func (b *Broker) notLeaderHint(resp *kmsg.ProduceResponse, version int16, topicI
 		}
 	}
 	resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: leader, Host: host, Port: port})
+}
+
+// AlterPartition sends a leader's ISR changes to the active controller
+// (AlterPartition, key 56) with this broker's id and epoch, and returns
+// the controller's answer. It is the cluster half of the link the
+// replication work's ISR driver calls (engine/cluster_link.go); a single
+// node, whose partitions have one replica, never shrinks or grows an ISR.
+func (l *clusterLink) AlterPartition(ctx context.Context, req *kmsg.AlterPartitionRequest) (*kmsg.AlterPartitionResponse, error) {
+	if req.Version == 0 {
+		req.Version = 3 // topic ids and broker epochs in NewEpochISR
+	}
+	req.BrokerID, req.BrokerEpoch = l.b.cfg.NodeID, l.epoch.Load()
+	resp, err := l.client.Call(ctx, controller.LineAdmin, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*kmsg.AlterPartitionResponse), nil
 }

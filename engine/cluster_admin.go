@@ -86,12 +86,12 @@ func (l *clusterLink) forwardDeleteTopic(ti *metadata.TopicImage) error {
 }
 
 // forwardCreatePartitions grows a topic through the controller.
-func (l *clusterLink) forwardCreatePartitions(name string, total int32, validateOnly bool) error {
+func (l *clusterLink) forwardCreatePartitions(name string, total int32, as []kmsg.CreatePartitionsRequestTopicAssignment, validateOnly bool) error {
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	req.Version = 3
 	req.ValidateOnly = validateOnly
 	t := kmsg.NewCreatePartitionsRequestTopic()
-	t.Topic, t.Count = name, total
+	t.Topic, t.Count, t.Assignment = name, total, as
 	req.Topics = append(req.Topics, t)
 	resp, err := l.call(controller.LineAdmin, req)
 	if err != nil {

@@ -61,6 +61,8 @@ type Config struct {
 	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
 	UncleanLeaderElection         bool          // unclean.leader.election.enable
 	AutoLeaderRebalance           bool          // auto.leader.rebalance.enable
+	LeaderImbalanceCheckSeconds   int64         // leader.imbalance.check.interval.seconds
+	LeaderImbalancePercent        int32         // leader.imbalance.per.broker.percentage
 	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms

@@ -27,6 +27,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 		// The cluster's keys, Kafka's defaults; without voters they change
 		// nothing of a single node.
+		LeaderImbalanceCheckSeconds: 300, LeaderImbalancePercent: 10,
 		ProcessRoles: "broker,controller", ControllerListenerName: "CONTROLLER", InterBrokerListenerName: "PLAINTEXT",
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
@@ -149,6 +150,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"default.replication.factor": {1, i32}, "offsets.topic.replication.factor": {1, i32},
 		// The cluster's keys (new with the cluster).
 		"broker.heartbeat.interval.ms": {1, i32}, "broker.session.timeout.ms": {1, i32}, "replica.lag.time.max.ms": {0, i64},
+		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 	}
 	for i := range configKeys {
 		k := &configKeys[i]

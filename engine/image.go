@@ -230,7 +230,7 @@ func (b *Broker) DeleteTopic(name string) error {
 // CreatePartitions grows a topic to total partitions.
 func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) error {
 	if b.cluster != nil {
-		return b.cluster.forwardCreatePartitions(name, total, validateOnly)
+		return b.cluster.forwardCreatePartitions(name, total, nil, validateOnly)
 	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()

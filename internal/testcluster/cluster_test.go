@@ -2,12 +2,14 @@ package testcluster
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -168,8 +170,46 @@ func TestPartitionLeaderKilled(t *testing.T) {
 	produceConsume(t, c, "failover", part)
 
 	// The killed broker comes back, registers again and is unfenced.
+	// (It rejoins the ISR, and can lead again, once replication's
+	// AlterPartition adds it back: issue 11.)
 	c.Node(victim).Restart()
 	c.WaitBrokers(3, 30*time.Second)
+}
+
+// TestElectLeaders: kafka-leader-election's request (ElectLeaders,
+// PREFERRED) reaches the controller through a broker and gets Kafka's
+// answers: ELECTION_NOT_NEEDED where the preferred replica leads, and
+// PREFERRED_LEADER_NOT_AVAILABLE where it was killed and came back, since
+// it is not back in the ISR until replication (issue 11) adds it again.
+func TestElectLeaders(t *testing.T) {
+	c := Start(t, 3, Options{Extra: []string{"auto.leader.rebalance.enable=false"}})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "elect", 3, 3)
+	var leaders map[int32]int32
+	c.WaitFor(10*time.Second, "leaders", func() bool { leaders, _ = topicLeaders(t, c, c.Nodes[0], "elect"); return len(leaders) == 3 })
+	victim := leaders[0]
+	c.Node(victim).Kill()
+	other := c.Node(victim%3 + 1)
+	c.WaitFor(9*time.Second, "a new leader", func() bool { l, _ := topicLeaders(t, c, other, "elect"); return l[0] >= 0 && l[0] != victim })
+	c.Node(victim).Restart()
+	c.WaitBrokers(3, 30*time.Second)
+	time.Sleep(500 * time.Millisecond) // back in the ISR once unfenced (KIP-841)
+	set := kadm.TopicsSet{}
+	set.Add("elect", 0)
+	set.Add("elect", 1, 2)
+	res, err := adm.ElectLeaders(ctxT(t, 20*time.Second), kadm.ElectPreferredReplica, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, r := range res["elect"] {
+		want := kerr.ElectionNotNeeded
+		if p == 0 {
+			want = kerr.PreferredLeaderNotAvailable
+		}
+		if !errors.Is(r.Err, want) {
+			t.Errorf("election of elect-%d: %v, want %v", p, r.Err, want)
+		}
+	}
 }
 
 // TestControlledShutdown: SIGTERM on a broker moves its leaderships away
