@@ -214,14 +214,14 @@ func EncodeBatch(dst []byte, recs []metadata.Record) []byte {
 
 // DecodeBatch decodes EncodeBatch's encoding, which must fill b.
 func DecodeBatch(b []byte) ([]metadata.Record, error) {
-	n, k := binary.Uvarint(b)
+	n, k := uvarint(b)
 	if k <= 0 || n > uint64(len(b)) {
 		return nil, fmt.Errorf("%w: bad batch count", metadata.ErrMalformed)
 	}
 	b = b[k:]
 	recs := make([]metadata.Record, 0, n)
 	for range n {
-		l, k := binary.Uvarint(b)
+		l, k := uvarint(b)
 		if k <= 0 || l > uint64(len(b)-k) {
 			return nil, fmt.Errorf("%w: bad record length", metadata.ErrMalformed)
 		}
@@ -236,4 +236,14 @@ func DecodeBatch(b []byte) ([]metadata.Record, error) {
 		return nil, fmt.Errorf("%w: %d bytes after the batch", metadata.ErrMalformed, len(b))
 	}
 	return recs, nil
+}
+
+// uvarint is binary.Uvarint that refuses a non-minimal encoding, so each
+// batch has one encoding.
+func uvarint(b []byte) (uint64, int) {
+	v, k := binary.Uvarint(b)
+	if k > 0 && k != len(binary.AppendUvarint(nil, v)) {
+		return 0, -1
+	}
+	return v, k
 }
