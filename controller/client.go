@@ -216,6 +216,11 @@ func notController(r kmsg.Response) bool {
 		return len(r.Topics) > 0 && r.Topics[0].ErrorCode == nc
 	case *kmsg.ElectLeadersResponse:
 		return r.ErrorCode == nc
+	case *kmsg.DescribeQuorumResponse:
+		// A controller that does not lead answers its partition
+		// NOT_LEADER_OR_FOLLOWER, as KRaft does; ask the next one.
+		return len(r.Topics) > 0 && len(r.Topics[0].Partitions) > 0 &&
+			r.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code
 	}
 	return false
 }

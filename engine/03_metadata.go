@@ -24,7 +24,10 @@ package engine
 // controller asynchronously; here creation is synchronous and finished
 // before we answer, so the topic is returned ready (error 0, leader set).
 // Every client accepts that, and it spares them a retry round-trip and
-// backoff before their first produce. Internal topic names are never
+// backoff before their first produce. (In a cluster the creation goes
+// through the controller, which assigns leaders in the same commit; the
+// answer waits until this broker's image has the topic, so it too comes
+// back ready.) Internal topic names are never
 // auto-created: their coordinators create them with their own layout.
 // Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
 // is on, unknown ones UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id).

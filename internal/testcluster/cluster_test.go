@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -391,5 +392,33 @@ func TestWholeClusterRestart(t *testing.T) {
 			t.Fatalf("after the restart: %d of 10 records", got)
 		}
 		got += fs.NumRecords()
+	}
+}
+
+// TestDescribeQuorum: kafka-metadata-quorum's request, sent to any broker,
+// is answered by the active controller: its id as leader, three voters.
+func TestDescribeQuorum(t *testing.T) {
+	c := Start(t, 3, Options{})
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	for _, nd := range c.Nodes {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrDescribeQuorumRequest()
+		rt := kmsg.NewDescribeQuorumRequestTopic()
+		rt.Topic = "__cluster_metadata"
+		rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 || p.LeaderID != active || len(p.CurrentVoters) != 3 || p.HighWatermark <= 0 {
+			t.Fatalf("via node %d: %+v", nd.ID, p)
+		}
 	}
 }
