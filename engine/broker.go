@@ -35,7 +35,11 @@ type Broker struct {
 }
 
 // New opens (or initialises) the data directory and every topic in it.
-func New(cfg Config, log *slog.Logger) (*Broker, error) {
+func New(cfg Config, log *slog.Logger) (*Broker, error) { return NewInCluster(cfg, log, nil) }
+
+// NewInCluster is New for a node of a cluster (cfg.ClusterMode): link
+// reaches the controller quorum. On a single node link is unused.
+func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -50,7 +54,7 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
 	}
-	if err := b.openStore(); err != nil {
+	if err := b.openStore(link); err != nil {
 		return nil, err
 	}
 	if err := b.startSubsystems(); err != nil {
@@ -70,9 +74,9 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 
 // openStore opens the metadata: the local store on a single node, the
 // link to the controller quorum in a cluster.
-func (b *Broker) openStore() error {
+func (b *Broker) openStore(link ControllerLink) error {
 	if b.cfg.ClusterMode() {
-		return b.openCluster()
+		return b.openCluster(link)
 	}
 	mp, err := metadata.LoadMetaProperties(b.cfg.DataDir, b.cfg.NodeID, b.cfg.ClusterID)
 	if err != nil {

@@ -76,9 +76,9 @@ func (c *Config) Voters() (map[int32]string, error) {
 	return out, nil
 }
 
-// controllerAddrs is where the broker reaches the controllers: the voters,
+// ControllerAddrs is where the broker reaches the controllers: the voters,
 // else controller.quorum.bootstrap.servers.
-func (c *Config) controllerAddrs() ([]string, error) {
+func (c *Config) ControllerAddrs() ([]string, error) {
 	voters, err := c.Voters()
 	if err != nil {
 		return nil, err
@@ -117,49 +117,22 @@ func FormattedClusterID(cfg Config) (string, error) {
 	return mp.ClusterID, err
 }
 
-// StartController starts the controller of a node whose process.roles
-// includes controller: the quorum member and the CONTROLLER listener.
-func StartController(cfg Config, clusterID string, log interface {
-	Info(string, ...any)
-}, opts controller.ServiceConfig) (*controller.Service, error) {
-	voters, err := cfg.Voters()
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := voters[cfg.NodeID]; !ok {
-		return nil, fmt.Errorf("node %d has the controller role but is not in controller.quorum.voters", cfg.NodeID)
-	}
-	if cfg.ControllerListen == "" {
-		return nil, fmt.Errorf("process.roles has controller but listeners has no %s listener", cfg.ControllerListenerName)
-	}
-	ln, err := net.Listen("tcp", cfg.ControllerListen)
-	if err != nil {
-		return nil, fmt.Errorf("controller listener: %w", err)
-	}
-	decide := controller.DefaultConfig(clusterID)
-	decide.SessionTimeoutMs = cfg.BrokerSessionTimeout.Milliseconds()
-	decide.UncleanLeaderElection = cfg.UncleanLeaderElection
-	decide.DefaultPartitions = cfg.NumPartitions
-	decide.DefaultReplicationFactor = int16(cfg.DefaultReplicationFactor)
-	if cfg.AutoLeaderRebalance {
-		opts.RebalanceInterval = time.Duration(cfg.LeaderImbalanceCheckSeconds) * time.Second
-		opts.RebalancePercent = int(cfg.LeaderImbalancePercent)
-	}
-	opts.NodeID, opts.ClusterID, opts.Voters, opts.Listener, opts.Decide = cfg.NodeID, clusterID, voters, ln, decide
-	opts.Dir = filepath.Join(cfg.DataDir, ClusterMetadataDir)
-	s, err := controller.StartService(opts)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	log.Info("controller listening", "addr", ln.Addr().String())
-	return s, nil
+// ControllerLink is the broker's connection to the controller quorum.
+// The engine never touches a socket: internal/server hands it a
+// controller.Client, which owns the connections.
+type ControllerLink interface {
+	// Call sends req on one of the link's connections to the active
+	// controller and returns its answer.
+	Call(ctx context.Context, line controller.Line, req kmsg.Request) (kmsg.Response, error)
+	// FetchMetadata long-polls the committed metadata log from offset from.
+	FetchMetadata(ctx context.Context, from int64, wait time.Duration) (controller.LogRead, error)
+	Close()
 }
 
 // clusterLink is the broker's side of the cluster.
 type clusterLink struct {
 	b      *Broker
-	client *controller.Client
+	client ControllerLink
 	// incarnation is this process's registration id.
 	incarnation [16]byte
 	// epoch is the broker epoch of the current registration (-1: none).
@@ -200,13 +173,12 @@ func (s followerStore) Close() error { return nil }
 
 // openCluster sets up the broker of a cluster node in place of the local
 // metadata store; the image stays empty until startCluster follows it.
-func (b *Broker) openCluster() error {
+func (b *Broker) openCluster(link ControllerLink) error {
 	if !b.cfg.HasRole("broker") {
 		return errors.New("process.roles without broker (a controller-only node) is not served yet; use broker,controller")
 	}
-	addrs, err := b.cfg.controllerAddrs()
-	if err != nil {
-		return err
+	if link == nil {
+		return errors.New("a broker in a cluster needs a link to the controllers (engine.NewInCluster)")
 	}
 	id, err := FormattedClusterID(b.cfg)
 	if err != nil {
@@ -214,7 +186,7 @@ func (b *Broker) openCluster() error {
 	}
 	b.clusterID = id
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &clusterLink{b: b, client: controller.NewClient(addrs), shutdownOK: make(chan struct{}),
+	l := &clusterLink{b: b, client: link, shutdownOK: make(chan struct{}),
 		fatal: make(chan error, 1), nudge: make(chan struct{}, 1), imageMoved: make(chan struct{}), ctx: ctx, cancel: cancel}
 	_, _ = rand.Read(l.incarnation[:])
 	l.epoch.Store(-1)

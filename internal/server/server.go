@@ -65,7 +65,7 @@ func Start(o Options) (*Server, error) {
 		ln.Close()
 		return nil, err
 	}
-	b, err := engine.New(cfg, o.Logger)
+	b, err := newBroker(cfg, o.Logger)
 	if err != nil {
 		ln.Close()
 		closeController(ctl)
@@ -99,6 +99,24 @@ func Start(o Options) (*Server, error) {
 	return s, nil
 }
 
+// newBroker opens the broker; in a cluster with a link to the controller
+// quorum (a controller.Client: the engine never touches a socket).
+func newBroker(cfg engine.Config, log *slog.Logger) (*engine.Broker, error) {
+	if !cfg.ClusterMode() {
+		return engine.New(cfg, log)
+	}
+	addrs, err := cfg.ControllerAddrs()
+	if err != nil {
+		return nil, err
+	}
+	link := controller.NewClient(addrs)
+	b, err := engine.NewInCluster(cfg, log, link)
+	if err != nil {
+		link.Close()
+	}
+	return b, err
+}
+
 // startController starts the controller of a cluster node whose
 // process.roles includes controller (nil otherwise). A single node keeps
 // its one-voter controller inside the broker's local metadata store.
@@ -110,7 +128,7 @@ func startController(cfg engine.Config, log *slog.Logger) (*controller.Service, 
 	if err != nil {
 		return nil, err
 	}
-	return engine.StartController(cfg, clusterID, log, controller.ServiceConfig{Logger: log})
+	return startControllerService(cfg, clusterID, log)
 }
 
 func closeController(c *controller.Service) error {
