@@ -9,7 +9,8 @@ package controller
 //	BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64),
 //	AlterPartition (56), DescribeQuorum (55), AllocateProducerIds (67),
 //	CreateTopics (19), CreatePartitions (37), DeleteTopics (20),
-//	ElectLeaders (43),
+//	ElectLeaders (43), IncrementalAlterConfigs (44, TOPIC resources; SET
+//	and DELETE, the values already checked by the broker),
 //	SluiceMetadataFetch (MetadataFetchKey, ours; see metadata_fetch.go)
 //
 // Admin requests arrive as brokers forward them: the broker has checked
@@ -321,6 +322,8 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.deleteTopics(req)
 	case *kmsg.ElectLeadersRequest:
 		return cs.electLeaders(req)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return cs.alterConfigs(req)
 	}
 	return nil
 }
@@ -661,6 +664,46 @@ func (cs *connState) electLeaders(req *kmsg.ElectLeadersRequest) kmsg.Response {
 		rp := kmsg.NewElectLeadersResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = p.Partition, code(p.Err)
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
+	}
+	return resp
+}
+
+// alterConfigs commits topic config changes as ConfigRecords. The broker
+// that forwards them has validated the values against its config table
+// and sends only SET and DELETE.
+func (cs *connState) alterConfigs(req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
+	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
+	for _, res := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		rr.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
+			if res.ResourceType != kmsg.ConfigResourceTypeTopic {
+				return kerr.InvalidRequest
+			}
+			if a.s.store.Image().Topic(res.ResourceName) == nil {
+				return kerr.UnknownTopicOrPartition
+			}
+			var recs []metadata.Record
+			for _, c := range res.Configs {
+				r := metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: res.ResourceName, Name: c.Name}
+				switch c.Op {
+				case kmsg.IncrementalAlterConfigOpSet:
+					if c.Value == nil {
+						return kerr.InvalidRequest
+					}
+					r.Value = c.Value
+				case kmsg.IncrementalAlterConfigOpDelete:
+				default:
+					return kerr.InvalidRequest
+				}
+				recs = append(recs, r)
+			}
+			if req.ValidateOnly {
+				return nil
+			}
+			return commitErr(a.commit(recs))
+		}))
+		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp
 }

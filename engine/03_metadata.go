@@ -251,6 +251,10 @@ func (b *Broker) AutoCreateTopic(name string) (*Topic, error) {
 	}
 	t, err := b.CreateTopic(name, -1, nil, false)
 	if err != nil && ErrorCode(err) == kerr.TopicAlreadyExists.Code {
+		if b.cluster != nil {
+			// Made elsewhere in the cluster: it reaches this image shortly.
+			b.cluster.waitImage(func(img metadata.Image) bool { return img.Topic(name) != nil })
+		}
 		if t = b.Topic(name); t != nil {
 			return t, nil
 		}

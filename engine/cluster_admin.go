@@ -8,6 +8,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -148,4 +149,40 @@ func (b *Broker) clusterTopicRequest(name string, partitions int32) kmsg.CreateT
 		rt.ReplicationFactor = int16(max(1, min(int(b.cfg.OffsetsTopicReplicationFactor), live)))
 	}
 	return rt
+}
+
+// forwardTopicConfigs commits a topic's config changes (ConfigRecords, as
+// configChanges builds them) through the controller as an
+// IncrementalAlterConfigs of SETs and DELETEs, and waits until this
+// broker's image has the topic's configs equal to want.
+func (l *clusterLink) forwardTopicConfigs(topic string, changes []metadata.Record, want map[string]string) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Version = 1
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	for _, r := range changes {
+		cr := r.(metadata.ConfigRecord)
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = cr.Name, cr.Value, kmsg.IncrementalAlterConfigOpSet
+		if cr.Value == nil {
+			c.Op = kmsg.IncrementalAlterConfigOpDelete
+		}
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
+	}
+	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+	if len(r.Resources) == 1 && r.Resources[0].ErrorCode != 0 {
+		return topicErr(kerr.ErrorForCode(r.Resources[0].ErrorCode).(*kerr.Error), "controller refused configs of %q", topic)
+	}
+	if !l.waitImage(func(img metadata.Image) bool { return maps.Equal(img.TopicConfigs(topic), want) }) {
+		return topicErr(kerr.RequestTimedOut, "configs of %q changed but not yet in this broker's metadata", topic)
+	}
+	return nil
 }

@@ -259,8 +259,7 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 // and applies them to its partitions' logs.
 func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
 	if b.cluster != nil {
-		// TODO(cluster): IncrementalAlterConfigs through the controller.
-		return topicErr(kerr.InvalidRequest, "changing topic configs is not served in a cluster yet")
+		return b.cluster.forwardTopicConfigs(t.Name, configChanges(t.Name, b.image().TopicConfigs(t.Name), overrides), overrides)
 	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()

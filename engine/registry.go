@@ -184,7 +184,9 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 	if !maps.Equal(t.Overrides(), overrides) {
 		b.setOverrides(t, overrides)
 		for _, p := range t.Partitions() {
-			p.setConfig(t.Settings().Log)
+			if p != nil { // nil: hosted elsewhere
+				p.setConfig(t.Settings().Log)
+			}
 		}
 	}
 	old := t.Partitions()

@@ -422,3 +422,59 @@ func TestDescribeQuorum(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminInCluster: topic admin through any broker reaches every
+// broker: configs changed with IncrementalAlterConfigs, partitions added,
+// the topic deleted.
+func TestAdminInCluster(t *testing.T) {
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "admin", 2, 2)
+	// As in Kafka, the other brokers learn of the topic a moment after
+	// CreateTopics is answered; the config change may go to any of them.
+	c.WaitFor(5*time.Second, "the topic on every broker", func() bool {
+		for _, nd := range c.Nodes {
+			if l, _ := topicLeaders(t, c, nd, "admin"); len(l) != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	rs, err := adm.AlterTopicConfigs(ctxT(t, 20*time.Second), []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("12345")}}, "admin")
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("alter configs: %v %v", err, rs)
+	}
+	for _, nd := range c.Nodes {
+		a := kadm.NewClient(c.clientOf(t, nd))
+		c.WaitFor(5*time.Second, "the config on every broker", func() bool {
+			cs, err := a.DescribeTopicConfigs(ctxT(t, 5*time.Second), "admin")
+			if err != nil || len(cs) != 1 {
+				return false
+			}
+			for _, kv := range cs[0].Configs {
+				if kv.Key == "retention.ms" && kv.MaybeValue() == "12345" {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	if _, err := adm.CreatePartitions(ctxT(t, 20*time.Second), 2, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(5*time.Second, "4 partitions with leaders", func() bool {
+		l, _ := topicLeaders(t, c, c.Nodes[2], "admin")
+		return len(l) == 4 && l[3] >= 0
+	})
+	if rs, err := adm.DeleteTopics(ctxT(t, 20*time.Second), "admin"); err != nil || rs["admin"].Err != nil {
+		t.Fatalf("delete: %v %v", err, rs)
+	}
+	c.WaitFor(5*time.Second, "the topic gone everywhere", func() bool {
+		for _, nd := range c.Nodes {
+			if l, _ := topicLeaders(t, c, nd, "admin"); len(l) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -404,3 +404,13 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// clientOf is a client of node nd alone.
+func (c *Cluster) clientOf(t testing.TB, nd *Node) *kgo.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
