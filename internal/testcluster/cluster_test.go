@@ -186,25 +186,33 @@ func TestElectLeaders(t *testing.T) {
 	c := Start(t, 3, Options{Extra: []string{"auto.leader.rebalance.enable=false"}})
 	adm := kadm.NewClient(c.Client())
 	createTopic(t, adm, "elect", 3, 3)
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
 	var leaders map[int32]int32
 	c.WaitFor(10*time.Second, "leaders", func() bool { leaders, _ = topicLeaders(t, c, c.Nodes[0], "elect"); return len(leaders) == 3 })
-	victim := leaders[0]
+	// A partition whose leader is not the active controller: killing the
+	// controller too would wait out a full session (see the report of
+	// TestControllerLeaderKilled).
+	part := int32(0)
+	for part < 3 && leaders[part] == active {
+		part++
+	}
+	victim := leaders[part]
 	c.Node(victim).Kill()
-	other := c.Node(victim%3 + 1)
-	c.WaitFor(9*time.Second, "a new leader", func() bool { l, _ := topicLeaders(t, c, other, "elect"); return l[0] >= 0 && l[0] != victim })
+	other := c.Node(active)
+	c.WaitFor(9*time.Second, "a new leader", func() bool { l, _ := topicLeaders(t, c, other, "elect"); return l[part] >= 0 && l[part] != victim })
 	c.Node(victim).Restart()
 	c.WaitBrokers(3, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // back in the ISR once unfenced (KIP-841)
 	set := kadm.TopicsSet{}
-	set.Add("elect", 0)
-	set.Add("elect", 1, 2)
+	set.Add("elect", 0, 1, 2)
 	res, err := adm.ElectLeaders(ctxT(t, 20*time.Second), kadm.ElectPreferredReplica, set)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for p, r := range res["elect"] {
 		want := kerr.ElectionNotNeeded
-		if p == 0 {
+		if p == part {
 			want = kerr.PreferredLeaderNotAvailable
 		}
 		if !errors.Is(r.Err, want) {
@@ -477,4 +485,24 @@ func TestAdminInCluster(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestUnregisterBroker: a broker stopped for good is unregistered through
+// any broker (UnregisterBroker, forwarded to the controller); asking again
+// answers BROKER_ID_NOT_REGISTERED.
+func TestUnregisterBroker(t *testing.T) {
+	c := Start(t, 3, Options{})
+	if err := c.Node(3).Stop(); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.clientOf(t, c.Node(1))
+	for i, want := range []int16{0, kerr.BrokerIDNotRegistered.Code} {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = 3
+		resp, err := req.RequestWith(ctxT(t, 20*time.Second), cl)
+		if err != nil || resp.ErrorCode != want {
+			t.Fatalf("unregister #%d: code %v err %v, want %d", i+1, resp, err, want)
+		}
+	}
+	c.WaitBrokers(2, 5*time.Second)
 }
