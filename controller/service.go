@@ -91,6 +91,9 @@ type active struct {
 	ctrl *Controller
 	// lastRebalance is when the imbalance was last checked.
 	lastRebalance time.Time
+	// ticked is false until the first Tick, which starts every registered
+	// broker's session; NextTickMs knows no session before it.
+	ticked bool
 }
 
 // StartService opens the raft log in cfg.Dir and starts the node.
@@ -265,9 +268,10 @@ func (a *active) commit(recs []metadata.Record) error {
 func (a *active) tick() {
 	a.maybeRebalance()
 	now := time.Now().UnixMilli()
-	if now < a.ctrl.NextTickMs() {
+	if a.ticked && now < a.ctrl.NextTickMs() {
 		return
 	}
+	a.ticked = true
 	res := a.ctrl.Tick(a.s.store.Image(), now)
 	if len(res.Records) > 0 {
 		a.s.log.Info("fencing brokers", "records", describe(res.Records))

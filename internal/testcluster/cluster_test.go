@@ -115,16 +115,38 @@ func produceConsume(t *testing.T, c *Cluster, topic string, partition int32) {
 
 // TestControllerLeaderKilled: SIGKILL the active controller; the quorum
 // elects another and topics can still be created.
+//
+// The killed node also led partitions: a newly active controller gives
+// every broker a fresh session (KRaft's rule, so a failover never fences a
+// live broker), so those move only after broker.session.timeout.ms (here
+// 4 s) — the connection-lost fast path needs the connection to the
+// controller that is still alive.
 func TestControllerLeaderKilled(t *testing.T) {
-	c := Start(t, 3, Options{})
+	c := Start(t, 3, Options{Extra: []string{"broker.session.timeout.ms=4000", "broker.heartbeat.interval.ms=1000"}})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "before-failover", 3, 3)
 	var active int32
 	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	var leaders map[int32]int32
+	c.WaitFor(10*time.Second, "leaders", func() bool { leaders, _ = topicLeaders(t, c, c.Nodes[0], "before-failover"); return len(leaders) == 3 })
+	part := int32(-1)
+	for p, l := range leaders {
+		if l == active {
+			part = p
+		}
+	}
 	start := time.Now()
 	c.Node(active).Kill()
 	var next int32
 	c.WaitFor(15*time.Second, "a new active controller", func() bool { next = c.ActiveController(); return next > 0 && next != active })
 	t.Logf("controller %d killed; %d active after %v", active, next, time.Since(start).Round(time.Millisecond))
-	adm := kadm.NewClient(c.Client())
+	if part >= 0 {
+		c.WaitFor(10*time.Second, "a new leader of the killed node's partition", func() bool {
+			l, _ := topicLeaders(t, c, c.Node(next), "before-failover")
+			return l[part] >= 0 && l[part] != active
+		})
+		t.Logf("its partition before-failover-%d has a new leader after %v (broker.session.timeout.ms 4000)", part, time.Since(start).Round(time.Millisecond))
+	}
 	createTopic(t, adm, "after-failover", 3, 2)
 	c.WaitFor(10*time.Second, "the new topic's leaders", func() bool {
 		l, _ := topicLeaders(t, c, c.Node(next), "after-failover")

@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -63,6 +64,9 @@ type Options struct {
 }
 
 var (
+	portsMu   sync.Mutex
+	portsUsed = map[string]bool{}
+
 	buildOnce sync.Once
 	buildBin  string
 	buildErr  error
@@ -89,14 +93,28 @@ func Binary(t testing.TB) string {
 	return buildBin
 }
 
-// freePort returns a 127.0.0.1 port nothing listens on now.
+// freePort returns a 127.0.0.1 port nothing listens on now, below the
+// kernel's ephemeral range (32768 and up on Linux): a port from that
+// range, free when checked, can be taken by any outgoing connection
+// before the node binds it.
 func freePort(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if portsUsed[addr] {
+			continue // handed out before: a node may hold it, or be about to
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsUsed[addr] = true
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // Start formats and starts n nodes and waits until every one is a
@@ -131,7 +149,15 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	for _, nd := range c.Nodes {
 		nd.start()
 	}
-	c.WaitBrokers(n, 30*time.Second)
+	c.WaitFor(30*time.Second, fmt.Sprintf("%d brokers", n), func() bool {
+		for _, nd := range c.Nodes {
+			if !nd.Running() {
+				err, _ := nd.wait(0)
+				t.Fatalf("node %d exited while the cluster formed: %v\n%s", nd.ID, err, nd.Log())
+			}
+		}
+		return c.hasBrokers(n)
+	})
 	return c
 }
 
@@ -228,17 +254,20 @@ func (c *Cluster) Metadata(nd *Node) (*kmsg.MetadataResponse, error) {
 // WaitBrokers waits until a running node's Metadata lists n brokers.
 func (c *Cluster) WaitBrokers(n int, timeout time.Duration) {
 	c.t.Helper()
-	c.WaitFor(timeout, fmt.Sprintf("%d brokers", n), func() bool {
-		for _, nd := range c.Nodes {
-			if !nd.Running() {
-				continue
-			}
-			if m, err := c.Metadata(nd); err != nil || len(m.Brokers) != n {
-				return false
-			}
+	c.WaitFor(timeout, fmt.Sprintf("%d brokers", n), func() bool { return c.hasBrokers(n) })
+}
+
+// hasBrokers reports whether every running node's Metadata lists n brokers.
+func (c *Cluster) hasBrokers(n int) bool {
+	for _, nd := range c.Nodes {
+		if !nd.Running() {
+			continue
 		}
-		return true
-	})
+		if m, err := c.Metadata(nd); err != nil || len(m.Brokers) != n {
+			return false
+		}
+	}
+	return true
 }
 
 // WaitFor polls cond until it holds or timeout passes (then fails).
