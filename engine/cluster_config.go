@@ -89,4 +89,3 @@ func FormattedClusterID(cfg Config) (string, error) {
 	mp, err := metadata.LoadMetaProperties(cfg.DataDir, cfg.NodeID, "")
 	return mp.ClusterID, err
 }
-
