@@ -528,3 +528,24 @@ func TestUnregisterBroker(t *testing.T) {
 	}
 	c.WaitBrokers(2, 5*time.Second)
 }
+
+// TestBrokerOnlyNodeJoins: a fourth process with process.roles=broker
+// reaches the quorum through controller.quorum.bootstrap.servers,
+// registers and takes replicas of new topics.
+func TestBrokerOnlyNodeJoins(t *testing.T) {
+	c := Start(t, 3, Options{})
+	c.AddNode(4, c.ClusterID)
+	c.WaitBrokers(4, 30*time.Second)
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "four", 8, 1)
+	c.WaitFor(10*time.Second, "a partition led by broker 4", func() bool {
+		l, _ := topicLeaders(t, c, c.Node(4), "four")
+		for _, b := range l {
+			if b == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	produceConsume(t, c, "four", 3)
+}
