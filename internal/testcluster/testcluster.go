@@ -72,7 +72,9 @@ var (
 	buildErr  error
 )
 
-// Binary builds cmd/sluice once per test binary and returns its path.
+// Binary builds cmd/sluice once per test binary and returns its path;
+// with SLUICE_TESTCLUSTER_RACE=1 the nodes run under the race detector,
+// and a race a node reports fails the test.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -82,7 +84,11 @@ func Binary(t testing.TB) string {
 			return
 		}
 		buildBin = filepath.Join(dir, "sluice")
-		out, err := exec.Command("go", "build", "-o", buildBin, "github.com/sluice-broker/sluice/cmd/sluice").CombinedOutput()
+		args := []string{"build", "-o", buildBin}
+		if os.Getenv("SLUICE_TESTCLUSTER_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/sluice-broker/sluice/cmd/sluice")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -141,6 +147,9 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 			nd.signal(syscall.SIGCONT)
 			nd.signal(syscall.SIGKILL)
 			nd.wait(5 * time.Second)
+			if strings.Contains(nd.Log(), "WARNING: DATA RACE") {
+				t.Errorf("node %d reported a data race", nd.ID)
+			}
 			if t.Failed() {
 				t.Logf("node %d log:\n%s", nd.ID, nd.Log())
 			}
