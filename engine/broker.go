@@ -27,6 +27,7 @@ type Broker struct {
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
+	cluster  *clusterLink       // nil on a single node (cluster.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -34,7 +35,11 @@ type Broker struct {
 }
 
 // New opens (or initialises) the data directory and every topic in it.
-func New(cfg Config, log *slog.Logger) (*Broker, error) {
+func New(cfg Config, log *slog.Logger) (*Broker, error) { return NewInCluster(cfg, log, nil) }
+
+// NewInCluster is New for a node of a cluster (cfg.ClusterMode): link
+// reaches the controller quorum. On a single node link is unused.
+func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -46,15 +51,10 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	mp, err := metadata.LoadMetaProperties(cfg.DataDir, cfg.NodeID, cfg.ClusterID)
-	if err != nil {
-		return nil, err
-	}
-	b.clusterID = mp.ClusterID
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
 	}
-	if err := b.openMetadata(); err != nil {
+	if err := b.openStore(link); err != nil {
 		return nil, err
 	}
 	if err := b.startSubsystems(); err != nil {
@@ -62,11 +62,28 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 		b.meta.store.Close()
 		return nil, err
 	}
+	if b.cluster != nil {
+		b.cluster.start()
+	}
 	b.wg.Add(2)
 	go b.housekeeping()
 	go b.logCleaner() // log_cleaner.go
 	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.hosted.load().sorted))
 	return b, nil
+}
+
+// openStore opens the metadata: the local store on a single node, the
+// link to the controller quorum in a cluster.
+func (b *Broker) openStore(link ControllerLink) error {
+	if b.cfg.ClusterMode() {
+		return b.openCluster(link)
+	}
+	mp, err := metadata.LoadMetaProperties(b.cfg.DataDir, b.cfg.NodeID, b.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	b.clusterID = mp.ClusterID
+	return b.openMetadata()
 }
 
 func (b *Broker) startSubsystems() error {
@@ -78,6 +95,10 @@ func (b *Broker) startSubsystems() error {
 	}
 	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
+	if b.cluster != nil {
+		b.groups = newClusterGroupCoordinator(b)
+		return nil
+	}
 	b.groups, err = newGroupCoordinator(b)
 	return err
 }
@@ -99,6 +120,9 @@ func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		close(b.closing)
+		if b.cluster != nil {
+			b.cluster.close()
+		}
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
@@ -131,6 +155,9 @@ func (b *Broker) housekeeping() {
 func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
+			if p == nil {
+				continue // hosted elsewhere
+			}
 			if err := p.maybeRoll(nowMs); err != nil {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
