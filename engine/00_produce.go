@@ -180,6 +180,9 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 	}
 	if p == nil {
 		out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if t != nil {
+			b.notLeaderHint(&s.resp, r.Version, t.ID, rp.Partition, out) // hosted elsewhere
+		}
 		return
 	}
 	records, h, err := s.prepare(r.Version, t, rp.Records)
@@ -192,6 +195,9 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 	_ = p.append(s.entries, s.acks, now)
 	if e.Err != nil {
 		produceFailed(r, out, e.Err)
+		if out.ErrorCode == kerr.NotLeaderForPartition.Code {
+			b.notLeaderHint(&s.resp, r.Version, t.ID, rp.Partition, out)
+		}
 		return
 	}
 	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = e.Result.FirstOffset, e.Result.LogAppendTime, e.Result.LogStartOffset

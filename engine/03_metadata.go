@@ -4,6 +4,12 @@ package engine
 //
 // Brokers: this node only (rack null). The controller id is this node too:
 // clients use it only to route admin requests, which this broker serves.
+// In a cluster: every registered, unfenced broker of the image with its
+// PLAINTEXT endpoint and rack; the controller id stays this node (admin
+// requests are forwarded, as KRaft brokers do). Each partition reports the
+// image's leader (LEADER_NOT_AVAILABLE when it has none), leader epoch,
+// replicas, ISR, and as offline replicas those whose broker is not
+// registered or is fenced.
 //
 // Topics: all topics (v0: an empty list; v1+: a null list), the named ones,
 // or, from v12, topics looked up by id (name null). v10-11 requests that
@@ -18,7 +24,10 @@ package engine
 // controller asynchronously; here creation is synchronous and finished
 // before we answer, so the topic is returned ready (error 0, leader set).
 // Every client accepts that, and it spares them a retry round-trip and
-// backoff before their first produce. Internal topic names are never
+// backoff before their first produce. (In a cluster the creation goes
+// through the controller, which assigns leaders in the same commit; the
+// answer waits until this broker's image has the topic, so it too comes
+// back ready.) Internal topic names are never
 // auto-created: their coordinators create them with their own layout.
 // Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
 // is on, unknown ones UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id).
@@ -68,7 +77,7 @@ var internalTopicNames = map[string]bool{offsetsTopic: true, "__transaction_stat
 func (b *Broker) handleMetadata(r *Request) {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	resp.Brokers = b.metadataBrokers()
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	if req.IncludeClusterAuthorizedOperations {
@@ -203,6 +212,10 @@ func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
 	if m.req.IncludeTopicAuthorizedOperations {
 		st.AuthorizedOperations = topicAuthorizedOps
 	}
+	if m.b.cluster != nil {
+		m.clusterPartitions(&st, t)
+		return st
+	}
 	parts := t.Partitions()
 	ti := m.img.TopicByID(t.ID)
 	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(parts))
@@ -238,6 +251,10 @@ func (b *Broker) AutoCreateTopic(name string) (*Topic, error) {
 	}
 	t, err := b.CreateTopic(name, -1, nil, false)
 	if err != nil && ErrorCode(err) == kerr.TopicAlreadyExists.Code {
+		if b.cluster != nil {
+			// Made elsewhere in the cluster: it reaches this image shortly.
+			b.cluster.waitImage(func(img metadata.Image) bool { return img.Topic(name) != nil })
+		}
 		if t = b.Topic(name); t != nil {
 			return t, nil
 		}
@@ -259,4 +276,42 @@ func (b *Broker) checkTopicCollision(name string) error {
 		}
 	}
 	return nil
+}
+
+// metadataBrokers lists this node alone, or in a cluster every registered
+// unfenced broker.
+func (b *Broker) metadataBrokers() []kmsg.MetadataResponseBroker {
+	if b.cluster == nil {
+		return []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	}
+	var out []kmsg.MetadataResponseBroker
+	img := b.image()
+	for _, br := range img.Brokers() {
+		if host, port, ok := brokerEndpoint(img, br.ID); ok && !br.Fenced {
+			out = append(out, kmsg.MetadataResponseBroker{NodeID: br.ID, Host: host, Port: port, Rack: br.Rack})
+		}
+	}
+	return out
+}
+
+// clusterPartitions describes t's partitions as the image has them.
+func (m *metadataBuilder) clusterPartitions(st *kmsg.MetadataResponseTopic, t *Topic) {
+	ti := m.img.TopicByID(t.ID)
+	if ti == nil {
+		return
+	}
+	st.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(ti.Partitions))
+	for i := range ti.Partitions {
+		pi, sp := &ti.Partitions[i], &st.Partitions[i]
+		sp.Partition, sp.Leader, sp.LeaderEpoch = int32(i), pi.Leader, pi.LeaderEpoch
+		sp.Replicas, sp.ISR, sp.OfflineReplicas = pi.Replicas, pi.ISR, []int32{}
+		for _, r := range pi.Replicas {
+			if br, ok := m.img.Broker(r); !ok || br.Fenced {
+				sp.OfflineReplicas = append(sp.OfflineReplicas, r)
+			}
+		}
+		if pi.Leader < 0 {
+			sp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+	}
 }

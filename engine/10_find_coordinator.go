@@ -5,6 +5,10 @@ package engine
 // A group key (type 0; v0 has no type) answers with this broker when the
 // group's partition of __consumer_offsets is loaded here (in a single node,
 // always), and COORDINATOR_NOT_AVAILABLE otherwise, which clients retry.
+// In a cluster it answers with the broker that leads the group's offsets
+// partition in the image (cluster_groups.go), COORDINATOR_NOT_AVAILABLE
+// while it has no leader or __consumer_offsets does not exist yet (the
+// first such request has it created through the controller).
 // v4+ batch several keys (CoordinatorKeys), each answered on its own.
 //
 // Transaction keys (type 1) answer COORDINATOR_NOT_AVAILABLE with a
@@ -48,6 +52,10 @@ func (b *Broker) coordinatorFor(key string, keyType int8) kmsg.FindCoordinatorRe
 	c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
 	switch keyType {
 	case coordinatorGroup:
+		if b.cluster != nil {
+			b.clusterCoordinator(key, &c)
+			break
+		}
 		if !b.groups.Owns(key) {
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			break

@@ -11,6 +11,11 @@ package engine
 // number its partitions 0..n-1 and give each exactly this node. A name given
 // twice answers INVALID_REQUEST once, and neither entry is created.
 //
+// In a cluster the replication factor and manual assignments are checked
+// by the active controller against the registered brokers, which places
+// the replicas; the broker forwards the topic (cluster_admin.go) and
+// answers once its own image has it.
+//
 // ValidateOnly runs every check and creates nothing. From v5 a success
 // carries the partition count, replication factor and every config of the
 // topic (with its source); v7 adds the topic id, which stays zero for a
@@ -67,7 +72,11 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 	st.Topic = rt.Topic
 	partitions, overrides, err := b.checkNewTopic(rt)
 	var t *Topic
-	if err == nil {
+	switch {
+	case err == nil && b.cluster != nil:
+		// The controller places the replicas (cluster_admin.go).
+		t, err = b.cluster.forwardCreateTopic(*rt, overrides, validateOnly)
+	case err == nil:
 		t, err = b.CreateTopic(rt.Topic, partitions, overrides, validateOnly)
 	}
 	if err != nil {
@@ -79,6 +88,9 @@ func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly boo
 		st.TopicID = t.ID
 	}
 	st.NumPartitions, st.ReplicationFactor = partitions, 1
+	if ti := b.image().Topic(rt.Topic); b.cluster != nil && ti != nil {
+		st.NumPartitions, st.ReplicationFactor = int32(len(ti.Partitions)), int16(len(ti.Partitions[0].Replicas))
+	}
 	for _, e := range b.topicConfigEntries(overrides, nil) {
 		st.Configs = append(st.Configs, kmsg.CreateTopicsResponseTopicConfig{
 			Name: e.name, Value: nullIfEmpty(e.value), Source: int8(e.source),
@@ -114,6 +126,9 @@ func (b *Broker) newTopicPartitions(rt *kmsg.CreateTopicsRequestTopic) (int32, e
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 			return 0, topicErr(kerr.InvalidRequest, "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.")
 		}
+		if b.cluster != nil {
+			return int32(len(rt.ReplicaAssignment)), nil // the controller checks it against the brokers
+		}
 		return b.checkReplicaAssignment(rt.ReplicaAssignment)
 	}
 	if rt.NumPartitions == 0 || rt.NumPartitions < -1 {
@@ -122,7 +137,7 @@ func (b *Broker) newTopicPartitions(rt *kmsg.CreateTopicsRequestTopic) (int32, e
 	if rt.ReplicationFactor == 0 || rt.ReplicationFactor < -1 {
 		return 0, topicErr(kerr.InvalidReplicationFactor, "Replication factor must be larger than 0, or -1 to use the default value.")
 	}
-	if rt.ReplicationFactor > 1 {
+	if rt.ReplicationFactor > 1 && b.cluster == nil {
 		return 0, topicErr(kerr.InvalidReplicationFactor, "Unable to replicate the partition %d time(s): The target replication factor of %d cannot be reached because only 1 broker(s) are registered.", rt.ReplicationFactor, rt.ReplicationFactor)
 	}
 	if rt.NumPartitions == -1 {

@@ -14,6 +14,9 @@ package engine
 // removed before the response. Committed offsets of the topic's partitions
 // are left alone, as Kafka leaves them, to expire with their group.
 // TimeoutMillis is accepted and, as in CreateTopics, never reached.
+//
+// In a cluster the deletion is forwarded to the active controller and
+// answered once this broker's image no longer has the topic.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"

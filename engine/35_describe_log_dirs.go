@@ -51,7 +51,7 @@ func appendLogDirTopic(out []kmsg.DescribeLogDirsResponseDirTopic, t *Topic, wan
 	dt := kmsg.NewDescribeLogDirsResponseDirTopic()
 	dt.Topic = t.Name
 	for _, p := range t.Partitions() {
-		if want != nil && !slices.Contains(want, p.Index) {
+		if p == nil || want != nil && !slices.Contains(want, p.Index) { // nil: hosted elsewhere
 			continue
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()

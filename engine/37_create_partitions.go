@@ -9,7 +9,10 @@ package engine
 // this node (the topic's replication factor is 1), else
 // INVALID_REPLICA_ASSIGNMENT with Kafka's messages. ValidateOnly checks and
 // changes nothing. The new partitions exist before the response is written,
-// so TimeoutMillis is never reached.
+// so TimeoutMillis is never reached. In a cluster the request goes to the
+// active controller, which places the new partitions (or checks the manual
+// assignment against the registered brokers), and is answered once this
+// broker's image has them.
 //
 // Unlike Kafka, internal topics cannot grow (INVALID_REQUEST): the group
 // coordinator places each group by hashing over the partition count of
@@ -57,6 +60,10 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 		return topicErr(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
 	case rt.Count < have:
 		return topicErr(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, have, rt.Count)
+	}
+	if b.cluster != nil {
+		// The controller checks a manual assignment against the brokers.
+		return b.cluster.forwardCreatePartitions(rt.Topic, rt.Count, rt.Assignment, validateOnly)
 	}
 	if rt.Assignment != nil {
 		if err := b.checkNewAssignments(rt.Assignment, rt.Count-have); err != nil {

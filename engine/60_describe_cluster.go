@@ -3,7 +3,8 @@ package engine
 // DescribeCluster (key 60), versions 0-1.
 //
 // Answers this node as the cluster's only broker and as its controller id
-// (clients only use it to route admin requests, which this broker serves).
+// (clients only use it to route admin requests, which this broker serves);
+// in a cluster, every registered unfenced broker, as Metadata does.
 // v1 carries the endpoint type: this is a broker endpoint, so a request for
 // controllers answers MISMATCHED_ENDPOINT_TYPE and an unknown type
 // UNSUPPORTED_ENDPOINT_TYPE (both INVALID_REQUEST in v0), as Kafka does.
@@ -38,7 +39,9 @@ func (b *Broker) handleDescribeCluster(r *Request) {
 	resp.EndpointType = endpointBrokers
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+	for _, br := range b.metadataBrokers() {
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: br.NodeID, Host: br.Host, Port: br.Port, Rack: br.Rack})
+	}
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterAuthorizedOps
 	}

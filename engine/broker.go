@@ -27,7 +27,8 @@ type Broker struct {
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
-	replicas *replicaManager    // replica fetchers, ISR tick, cluster link (replica_fetcher.go)
+	cluster  *clusterLink       // nil on a single node (cluster.go)
+	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -35,7 +36,11 @@ type Broker struct {
 }
 
 // New opens (or initialises) the data directory and every topic in it.
-func New(cfg Config, log *slog.Logger) (*Broker, error) {
+func New(cfg Config, log *slog.Logger) (*Broker, error) { return NewInCluster(cfg, log, nil) }
+
+// NewInCluster is New for a node of a cluster (cfg.ClusterMode): link
+// reaches the controller quorum. On a single node link is unused.
+func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -47,30 +52,43 @@ func New(cfg Config, log *slog.Logger) (*Broker, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
-	mp, err := metadata.LoadMetaProperties(cfg.DataDir, cfg.NodeID, cfg.ClusterID)
-	if err != nil {
-		return nil, err
-	}
-	b.clusterID = mp.ClusterID
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
 	}
 	b.replicas = newReplicaManager(cfg, log)
-	if err := b.openMetadata(); err != nil {
+	if err := b.openStore(link); err != nil {
 		b.replicas.close()
 		return nil, err
 	}
+	b.installClusterLink() // cluster_link.go
 	if err := b.startSubsystems(); err != nil {
 		b.replicas.close()
 		b.closeTopics()
 		b.meta.store.Close()
 		return nil, err
 	}
+	if b.cluster != nil {
+		b.cluster.start()
+	}
 	b.wg.Add(2)
 	go b.housekeeping()
 	go b.logCleaner() // log_cleaner.go
 	log.Info("broker started", "node", cfg.NodeID, "cluster", b.clusterID, "data", cfg.DataDir, "topics", len(b.hosted.load().sorted))
 	return b, nil
+}
+
+// openStore opens the metadata: the local store on a single node, the
+// link to the controller quorum in a cluster.
+func (b *Broker) openStore(link ControllerLink) error {
+	if b.cfg.ClusterMode() {
+		return b.openCluster(link)
+	}
+	mp, err := metadata.LoadMetaProperties(b.cfg.DataDir, b.cfg.NodeID, b.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	b.clusterID = mp.ClusterID
+	return b.openMetadata()
 }
 
 func (b *Broker) startSubsystems() error {
@@ -82,6 +100,10 @@ func (b *Broker) startSubsystems() error {
 	}
 	b.sessions = newFetchSessionCache(b.cfg.MaxIncrementalFetchSessions)
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
+	if b.cluster != nil {
+		b.groups = newClusterGroupCoordinator(b)
+		return nil
+	}
 	b.groups, err = newGroupCoordinator(b)
 	return err
 }
@@ -104,6 +126,9 @@ func (b *Broker) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.closing)
 		b.replicas.close() // no follower writes once the logs close
+		if b.cluster != nil {
+			b.cluster.close()
+		}
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
@@ -136,6 +161,9 @@ func (b *Broker) housekeeping() {
 func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 	for _, t := range b.Topics() {
 		for _, p := range t.Partitions() {
+			if p == nil {
+				continue // hosted elsewhere
+			}
 			if err := p.maybeRoll(nowMs); err != nil {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}

@@ -10,12 +10,18 @@ package engine
 //
 // A single node has no followers, so its link is never asked to change an
 // ISR (an ISR of self alone cannot shrink or grow) and knows no other
-// broker. The cluster work implements ClusterLink over its
-// broker↔controller connection and installs it with SetClusterLink.
+// broker. In a cluster, controllerISRLink sends AlterPartition over the
+// cluster work's controller connection (cluster.go) and takes broker
+// addresses from the image; tests install their own with SetClusterLink.
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // ClusterLink is what the Broker needs of the cluster for replication.
@@ -67,3 +73,50 @@ func (b *Broker) SetClusterLink(l ClusterLink) {
 	}
 	b.replicas.link.p.Store(&linkHolder{l})
 }
+
+// installClusterLink gives a broker of a cluster the replication link over
+// its controller connection (cluster.go); a single node keeps singleNodeLink.
+func (b *Broker) installClusterLink() {
+	if b.cluster != nil {
+		b.SetClusterLink(controllerISRLink{b})
+	}
+}
+
+// controllerISRLink is ClusterLink in a cluster: AlterPartition v3 to the
+// active controller, broker addresses from the image.
+type controllerISRLink struct{ b *Broker }
+
+// alterPartitionTimeout bounds one AlterPartition round trip.
+const alterPartitionTimeout = 10 * time.Second
+
+func (l controllerISRLink) AlterPartition(topicID [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) error {
+	req := kmsg.NewPtrAlterPartitionRequest()
+	req.Version = 3
+	rp := kmsg.NewAlterPartitionRequestTopicPartition()
+	rp.Partition, rp.LeaderEpoch, rp.PartitionEpoch = partition, leaderEpoch, partitionEpoch
+	for _, id := range isr {
+		rp.NewEpochISR = append(rp.NewEpochISR, kmsg.AlterPartitionRequestTopicPartitionNewEpochISR{BrokerID: id, BrokerEpoch: -1})
+	}
+	rt := kmsg.NewAlterPartitionRequestTopic()
+	rt.TopicID, rt.Partitions = topicID, []kmsg.AlterPartitionRequestTopicPartition{rp}
+	req.Topics = []kmsg.AlterPartitionRequestTopic{rt}
+	ctx, cancel := context.WithTimeout(context.Background(), alterPartitionTimeout)
+	defer cancel()
+	resp, err := l.b.cluster.AlterPartition(ctx, req)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l controllerISRLink) BrokerAddr(id int32) (string, bool) { return l.b.BrokerAddr(id) }

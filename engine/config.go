@@ -48,8 +48,24 @@ type Config struct {
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
 
-	MinInsyncReplicas int32         // min.insync.replicas (broker default of the topic key)
-	ReplicaLagTimeMax time.Duration // replica.lag.time.max.ms
+	// The cluster (cluster.go). ClusterMode reports whether it is one.
+	ProcessRoles                  string        // process.roles: broker, controller or both
+	QuorumVoters                  string        // controller.quorum.voters: id@host:port,...
+	QuorumBootstrapServers        string        // controller.quorum.bootstrap.servers
+	ControllerListenerName        string        // controller.listener.names
+	ControllerListen              string        // host:port of the controller listener in listeners
+	InterBrokerListenerName       string        // inter.broker.listener.name
+	BrokerRack                    string        // broker.rack; "" when unset
+	DefaultReplicationFactor      int32         // default.replication.factor
+	MinInsyncReplicas             int32         // min.insync.replicas
+	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
+	UncleanLeaderElection         bool          // unclean.leader.election.enable
+	AutoLeaderRebalance           bool          // auto.leader.rebalance.enable
+	LeaderImbalanceCheckSeconds   int64         // leader.imbalance.check.interval.seconds
+	LeaderImbalancePercent        int32         // leader.imbalance.per.broker.percentage
+	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
+	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
+	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
@@ -217,6 +233,31 @@ func readProperties(r io.Reader) ([]property, error) {
 
 // setListener takes the first PLAINTEXT listener of a Kafka listener list
 // ("PLAINTEXT://host:port,CONTROLLER://…"); a bare host:port is accepted.
+// setListeners reads listeners: the PLAINTEXT listener clients use and,
+// when there is one, the controller listener (any other name; checked
+// against controller.listener.names when the cluster starts).
+func setListeners(c *Config, v string) error {
+	c.ControllerListen = ""
+	for _, l := range strings.Split(v, ",") {
+		name, addr, found := strings.Cut(strings.TrimSpace(l), "://")
+		if found && name != "PLAINTEXT" {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return fmt.Errorf("bad %s listener address: %w", name, err)
+			}
+			c.ControllerListen = addr
+		}
+	}
+	return setListener(&c.Listen, v)
+}
+
+func listenersString(c *Config) string {
+	s := listenerOrEmpty(c.Listen)
+	if c.ControllerListen != "" {
+		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
+	}
+	return s
+}
+
 func setListener(dst *string, v string) error {
 	for _, l := range strings.Split(v, ",") {
 		l = strings.TrimSpace(l)

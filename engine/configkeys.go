@@ -129,7 +129,7 @@ var configKeys = []configKey{
 		aliases: []alias{{name: "broker.id", same: true}}, field: func(c *Config) any { return &c.NodeID }},
 	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker,
 		doc: "address the broker listens on (the first PLAINTEXT listener)",
-		get: func(c *Config) string { return listenerOrEmpty(c.Listen) }, set: func(c *Config, v string) error { return setListener(&c.Listen, v) }},
+		get: listenersString, set: setListeners},
 	{name: "advertised.listeners", typ: typeString, scope: perBroker, doc: "address clients are told to connect to; listeners when unset",
 		get: func(c *Config) string { return listenerOrEmpty(c.Advertise) }, set: func(c *Config, v string) error { return setListener(&c.Advertise, v) }},
 	{name: "log.dirs", typ: typeString, def: "./data", doc: "data directory (one)",
@@ -138,18 +138,16 @@ var configKeys = []configKey{
 	// Topics.
 	{name: "num.partitions", typ: typeInt, def: "1", min: 1, max: maxInt32, doc: "partitions of auto-created topics and of CreateTopics without a count",
 		field: func(c *Config) any { return &c.NumPartitions }},
-	{name: "default.replication.factor", typ: typeInt, def: "1", min: 1, max: maxInt32, use: useFixedAccepted,
-		doc: "replication factor of new topics; a single node keeps one replica"},
+	{name: "default.replication.factor", typ: typeInt, def: "1", min: 1, max: maxInt32,
+		doc: "replication factor of new topics; a single node keeps one replica", field: func(c *Config) any { return &c.DefaultReplicationFactor }},
 	{name: "min.insync.replicas", typ: typeInt, def: "1", min: 1, max: maxInt32, scope: clusterWide, topic: "min.insync.replicas",
 		doc: "replicas that must acknowledge an acks=all write", field: func(c *Config) any { return &c.MinInsyncReplicas }},
-	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", min: 1, max: maxLong,
-		doc: "a follower not caught up with the leader for this long leaves the ISR", field: func(c *Config) any { return millis{&c.ReplicaLagTimeMax} }},
 	{name: "auto.create.topics.enable", typ: typeBool, def: "true", doc: "create unknown topics asked for in Metadata",
 		field: func(c *Config) any { return &c.AutoCreateTopics }},
 	{name: "delete.topic.enable", typ: typeBool, def: "true", doc: "allow DeleteTopics",
 		field: func(c *Config) any { return &c.DeleteTopicEnable }},
-	{name: "unclean.leader.election.enable", typ: typeBool, def: "false", scope: clusterWide, topic: "unclean.leader.election.enable", use: useFixed,
-		doc: "allow out-of-sync replicas to lead"},
+	{name: "unclean.leader.election.enable", typ: typeBool, def: "false", scope: clusterWide, topic: "unclean.leader.election.enable",
+		doc: "allow out-of-sync replicas to lead", field: func(c *Config) any { return &c.UncleanLeaderElection }},
 
 	// Log segments, retention and flushing: broker defaults of topic keys.
 	{name: "log.segment.bytes", typ: typeInt, def: "1073741824", min: 14, max: maxInt32, scope: clusterWide, topic: "segment.bytes",
@@ -224,12 +222,41 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return &c.GroupMaxSize }},
 	{name: "offsets.topic.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __consumer_offsets",
 		field: func(c *Config) any { return &c.OffsetsTopicPartitions }},
-	{name: "offsets.topic.replication.factor", typ: typeInt, def: "1", min: 1, max: maxInt32, use: useFixedAccepted,
-		doc: "replication factor of __consumer_offsets"},
+	{name: "offsets.topic.replication.factor", typ: typeInt, def: "1", min: 1, max: maxInt32,
+		doc: "replication factor of __consumer_offsets (at most the brokers registered when it is created)", field: func(c *Config) any { return &c.OffsetsTopicReplicationFactor }},
 	{name: "offsets.topic.segment.bytes", typ: typeInt, def: "104857600", min: 1, max: maxInt32, doc: "segment size of __consumer_offsets",
 		field: func(c *Config) any { return &c.OffsetsTopicSegmentBytes }},
 	{name: "offsets.retention.minutes", typ: typeInt, def: "10080", min: 1, max: maxInt32, doc: "how long committed offsets of empty groups are kept",
 		field: func(c *Config) any { return minutes{&c.OffsetsRetention} }},
+
+	// The cluster (docs/cluster.md). With no controller.quorum.voters and no
+	// controller.quorum.bootstrap.servers the node runs alone, as `sluice
+	// serve` with no flags does: broker and a one-voter controller over a
+	// local metadata file.
+	{name: "process.roles", typ: typeList, def: "broker,controller", oneOf: []string{"broker", "controller"},
+		doc: "broker, controller, or both", field: func(c *Config) any { return &c.ProcessRoles }},
+	{name: "controller.quorum.voters", typ: typeList, doc: "the controller quorum: id@host:port of each voter's CONTROLLER listener",
+		field: func(c *Config) any { return &c.QuorumVoters }},
+	{name: "controller.quorum.bootstrap.servers", typ: typeList, doc: "host:port of controller listeners to reach when the voters are not listed",
+		field: func(c *Config) any { return &c.QuorumBootstrapServers }},
+	{name: "controller.listener.names", typ: typeString, def: "CONTROLLER", doc: "name of the controller listener in listeners",
+		field: func(c *Config) any { return &c.ControllerListenerName }},
+	{name: "inter.broker.listener.name", typ: typeString, def: "PLAINTEXT", oneOf: []string{"PLAINTEXT"}, doc: "listener followers fetch from",
+		field: func(c *Config) any { return &c.InterBrokerListenerName }},
+	{name: "broker.rack", typ: typeString, doc: "rack of this broker, for rack-aware replica placement",
+		field: func(c *Config) any { return &c.BrokerRack }},
+	{name: "auto.leader.rebalance.enable", typ: typeBool, def: "true", doc: "move leadership back to preferred replicas",
+		field: func(c *Config) any { return &c.AutoLeaderRebalance }},
+	{name: "leader.imbalance.check.interval.seconds", typ: typeLong, def: "300", min: 1, max: maxLong,
+		doc: "how often the active controller checks leader imbalance", field: func(c *Config) any { return &c.LeaderImbalanceCheckSeconds }},
+	{name: "leader.imbalance.per.broker.percentage", typ: typeInt, def: "10", min: 0, max: 100,
+		doc: "imbalance that triggers a preferred election", field: func(c *Config) any { return &c.LeaderImbalancePercent }},
+	{name: "broker.heartbeat.interval.ms", typ: typeInt, def: "2000", min: 1, max: maxInt32, doc: "how often a broker heartbeats to the controller",
+		field: func(c *Config) any { return millis{&c.BrokerHeartbeatInterval} }},
+	{name: "broker.session.timeout.ms", typ: typeInt, def: "9000", min: 1, max: maxInt32, doc: "a broker silent this long is fenced",
+		field: func(c *Config) any { return millis{&c.BrokerSessionTimeout} }},
+	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", min: 0, max: maxLong, doc: "a follower behind this long leaves the ISR",
+		field: func(c *Config) any { return millis{&c.ReplicaLagTimeMax} }},
 
 	// Sluice's own: the network backend of `sluice serve` (flags --net and
 	// --net-loops override; SLUICE_NET sets the default).
@@ -240,9 +267,7 @@ var configKeys = []configKey{
 
 	// Accepted for compatibility with stock Kafka files; single-node Sluice
 	// has nothing to tune with them.
-	ignored("process.roles", typeList), ignored("controller.quorum.voters", typeList),
-	ignored("controller.quorum.bootstrap.servers", typeList), ignored("controller.listener.names", typeString),
-	ignored("inter.broker.listener.name", typeString), ignored("listener.security.protocol.map", typeString),
+	ignored("listener.security.protocol.map", typeString),
 	ignored("num.network.threads", typeInt), ignored("num.io.threads", typeInt),
 	ignored("socket.send.buffer.bytes", typeInt), ignored("socket.receive.buffer.bytes", typeInt),
 	ignored("num.recovery.threads.per.data.dir", typeInt),

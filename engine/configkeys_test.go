@@ -24,7 +24,13 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
 		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
-		MaxIncrementalFetchSessions: 1000, MinInsyncReplicas: 1, ReplicaLagTimeMax: 30 * time.Second, Net: "auto",
+		MaxIncrementalFetchSessions: 1000, Net: "auto",
+		// The cluster's keys, Kafka's defaults; without voters they change
+		// nothing of a single node.
+		LeaderImbalanceCheckSeconds: 300, LeaderImbalancePercent: 10,
+		ProcessRoles: "broker,controller", ControllerListenerName: "CONTROLLER", InterBrokerListenerName: "PLAINTEXT",
+		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
+		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
@@ -139,9 +145,12 @@ func TestBoundsAsBefore(t *testing.T) {
 		"log.cleaner.delete.retention.ms": {0, i64}, "log.cleaner.max.compaction.lag.ms": {1, i64},
 		"log.message.timestamp.before.max.ms": {0, i64}, "log.message.timestamp.after.max.ms": {0, i64},
 		"log.cleaner.min.cleanable.ratio": {0, 1}, "log.cleaner.min.compaction.lag.ms": {0, i64},
-		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64}, "replica.lag.time.max.ms": {1, i64},
+		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64},
 		// Described, not read: no range was checked before.
 		"default.replication.factor": {1, i32}, "offsets.topic.replication.factor": {1, i32},
+		// The cluster's keys (new with the cluster).
+		"broker.heartbeat.interval.ms": {1, i32}, "broker.session.timeout.ms": {1, i32}, "replica.lag.time.max.ms": {0, i64},
+		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 	}
 	for i := range configKeys {
 		k := &configKeys[i]
@@ -228,7 +237,7 @@ func TestSet(t *testing.T) {
 	if err := c.Set("log.retention.hours", "1"); err != nil || c.Log.RetentionMs != 3_600_000 {
 		t.Fatalf("alias: %v %d", err, c.Log.RetentionMs)
 	}
-	for _, kv := range [][2]string{{"sluice.net", "fast"}, {"sluice.net.loops", "1025"}, {"no.such.key", "1"}, {"process.roles", "broker"}} {
+	for _, kv := range [][2]string{{"sluice.net", "fast"}, {"sluice.net.loops", "1025"}, {"no.such.key", "1"}, {"num.io.threads", "8"}} {
 		if err := c.Set(kv[0], kv[1]); err == nil || !strings.Contains(err.Error(), kv[0]) {
 			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
 		}

@@ -147,6 +147,9 @@ func (b *Broker) CreateTopic(name string, partitions int32, overrides map[string
 			return nil, topicErr(kerr.InvalidConfig, "%v", err)
 		}
 	}
+	if b.cluster != nil {
+		return b.cluster.forwardCreateTopic(b.clusterTopicRequest(name, partitions), overrides, validateOnly)
+	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
 	if b.image().Topic(name) != nil {
@@ -209,6 +212,9 @@ func (b *Broker) newTopicIDLocked() [16]byte {
 
 // DeleteTopic removes a topic and its data.
 func (b *Broker) DeleteTopic(name string) error {
+	if ti := b.image().Topic(name); b.cluster != nil && ti != nil && name != offsetsTopic {
+		return b.cluster.forwardDeleteTopic(ti)
+	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
 	ti := b.image().Topic(name)
@@ -223,6 +229,9 @@ func (b *Broker) DeleteTopic(name string) error {
 
 // CreatePartitions grows a topic to total partitions.
 func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) error {
+	if b.cluster != nil {
+		return b.cluster.forwardCreatePartitions(name, total, nil, validateOnly)
+	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
 	ti := b.image().Topic(name)
@@ -249,6 +258,9 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 // SetTopicConfigs replaces a topic's explicit configs (already validated)
 // and applies them to its partitions' logs.
 func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
+	if b.cluster != nil {
+		return b.cluster.forwardTopicConfigs(t.Name, configChanges(t.Name, b.image().TopicConfigs(t.Name), overrides), overrides)
+	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
 	if b.image().TopicByID(t.ID) == nil {
@@ -278,6 +290,9 @@ func configChanges(topic string, old, new map[string]string) []metadata.Record {
 // producer ids through the metadata log and returns its first id. The
 // block is durable before any of its ids is handed out.
 func (b *Broker) allocateProducerIDs(size int64) (int64, error) {
+	if b.cluster != nil {
+		return b.cluster.allocateProducerIDs(size)
+	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
 	start := b.image().ProducerIDs().NextProducerID

@@ -43,6 +43,9 @@ func (b *Broker) compactLogs(nowMs int64) int {
 			continue
 		}
 		for _, p := range t.Partitions() {
+			if p == nil {
+				continue // hosted elsewhere
+			}
 			select {
 			case <-b.closing:
 				return cleaned

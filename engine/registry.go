@@ -184,25 +184,61 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 	if !maps.Equal(t.Overrides(), overrides) {
 		b.setOverrides(t, overrides)
 		for _, p := range t.Partitions() {
-			p.setConfig(t.Settings().Log)
+			if p != nil { // nil: hosted elsewhere
+				p.setConfig(t.Settings().Log)
+			}
 		}
 	}
 	old := t.Partitions()
-	for i, p := range old {
-		if p != nil && i < len(ti.Partitions) {
-			b.setRole(p, &ti.Partitions[i]) // every image change reaches the partition
-		}
-	}
+	err := b.syncRoles(t, ti, old)
 	if len(old) >= len(ti.Partitions) {
-		return nil
+		return err
 	}
 	added, err := b.openPartitions(t, ti.Partitions[len(old):], int32(len(old)))
 	if err != nil {
 		return err
 	}
-	parts := append(slices.Clip(old), added...)
+	parts := append(slices.Clip(t.Partitions()), added...)
 	t.parts.Store(&parts)
 	return nil
+}
+
+// syncRoles gives each partition of t the image has assigned here the
+// role the image says (applyImageRole), and opens those newly assigned
+// here. (A partition the image moves away keeps its log until the
+// reassignment work closes it.)
+func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition) error {
+	var opened []*Partition
+	var errs []error
+	for i, p := range parts {
+		pi := &ti.Partitions[i]
+		switch {
+		case p != nil:
+			b.applyImageRole(p, pi)
+		case pi.Hosts(b.cfg.NodeID):
+			np, err := b.openPartition(t, int32(i), pi)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if opened == nil {
+				opened = slices.Clone(parts)
+			}
+			opened[i] = np
+		}
+	}
+	if opened != nil {
+		t.parts.Store(&opened)
+	}
+	return cmp.Or(errs...)
+}
+
+// applyImageRole brings p in step with the image: its role, and on a
+// leader the ISR the controller committed (Partition.applyImage, which
+// returns at once when the partition's image did not change). This is
+// the one place the partition manager sets roles.
+func (b *Broker) applyImageRole(p *Partition, pi *metadata.PartitionImage) {
+	p.applyImage(b.cfg.NodeID, pi)
 }
 
 // openPartitions opens partitions from, from+1, ... of t (described by pis)
@@ -213,8 +249,9 @@ func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from in
 	parts := make([]*Partition, len(pis))
 	err := parallel(len(pis), func(i int) error {
 		if !pis[i].Hosts(b.cfg.NodeID) {
-			// TODO(cluster issue): a partition hosted elsewhere has no log
-			// here; its slot stays nil. A single node hosts every one.
+			// A partition hosted elsewhere has no log here; its slot stays
+			// nil (syncRoles opens it if the image later places it here).
+			// A single node hosts every one.
 			return nil
 		}
 		p, err := b.openPartition(t, from+int32(i), &pis[i])

@@ -1,6 +1,7 @@
 // Command sluice is the Sluice broker and its tools in one binary.
 //
 //	sluice serve [flags]     run a broker
+//	sluice format [flags]    write meta.properties for a cluster node
 //	sluice bench [flags]     load-test a Kafka-compatible broker
 //	sluice version           print the version
 package main
@@ -22,6 +23,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "format":
+		err = format(os.Args[2:])
 	case "bench":
 		err = benchCmd(os.Args[2:])
 	case "version", "--version", "-version":
@@ -44,6 +47,8 @@ func usage() {
 
 Usage:
   sluice serve [flags]    run a broker (sluice serve -h for flags)
+  sluice format --cluster-id ID --config FILE
+                          write a cluster node's meta.properties
   sluice bench [flags]    load-test any Kafka-compatible broker (sluice bench -h)
   sluice version          print the version
 `)

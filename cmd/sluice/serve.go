@@ -136,9 +136,15 @@ func waitAndStop(srv *server.Server, logger *slog.Logger) error {
 		if err != nil {
 			logger.Error("listener failed", "err", err)
 		}
+	case err := <-srv.Broker.Fatal():
+		logger.Error("stopping", "err", err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		return err
 	}
 	signal.Stop(sig)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
 }

@@ -120,6 +120,16 @@ func (n *Node) restore() error {
 	if raft.IsEmptySnap(snap) && raft.IsEmptyHardState(hs) && len(cs.GetVoters()) == 0 {
 		return n.bootstrap()
 	}
+	if raft.IsEmptySnap(snap) && len(cs.GetVoters()) == 0 {
+		// Restarted before its first snapshot: the bootstrap membership
+		// (at index 0, never written) is still the configuration, since
+		// voters only change through the log.
+		if len(n.cfg.Voters) == 0 {
+			return fmt.Errorf("quorum: no voters configured for a member without a snapshot")
+		}
+		cs = &pb.ConfState{Voters: n.cfg.Voters}
+		n.storage.bootConf = cs
+	}
 	n.confState = cs
 	if !raft.IsEmptySnap(snap) {
 		n.applied = snap.GetMetadata().GetIndex()

@@ -53,6 +53,20 @@ type DiskStorage struct {
 	// err sticks after a failed write or fsync: the segment may hold a
 	// partial frame, and appending after it would put a hole in the log.
 	err error
+	// bootConf is the bootstrap membership of a member restarted before
+	// its first snapshot (the bootstrap snapshot at index 0 is never
+	// written); nil otherwise.
+	bootConf *pb.ConfState
+}
+
+// InitialState is raft's: the hard state and the membership, which is
+// the bootstrap one until a snapshot records another.
+func (s *DiskStorage) InitialState() (*pb.HardState, *pb.ConfState, error) {
+	hs, cs, err := s.MemoryStorage.InitialState()
+	if err == nil && len(cs.GetVoters()) == 0 && s.bootConf != nil {
+		cs = s.bootConf
+	}
+	return hs, cs, err
 }
 
 const (

@@ -69,11 +69,18 @@ func NewTCPTransport(id uint64, clusterID, addr string, log *slog.Logger, delive
 	if err != nil {
 		return nil, err
 	}
+	return NewTCPTransportOn(id, clusterID, ln, log, deliver, report), nil
+}
+
+// NewTCPTransportOn is NewTCPTransport over a listener the caller made:
+// the controller listener hands it the connections that open with the
+// hello (IsHello) and serves the broker RPCs on the others.
+func NewTCPTransportOn(id uint64, clusterID string, ln net.Listener, log *slog.Logger, deliver func(*pb.Message), report func(to uint64, unreachable, snapshotFailed bool)) *TCPTransport {
 	t := &TCPTransport{id: id, clusterID: clusterID, log: log, deliver: deliver, report: report, ln: ln}
 	t.mu.peers, t.mu.addrs, t.mu.conns = map[uint64]*peer{}, map[uint64]string{}, map[net.Conn]struct{}{}
 	t.wg.Add(1)
 	go t.accept()
-	return t, nil
+	return t
 }
 
 // Addr is the bound listener address.
@@ -278,6 +285,13 @@ func (t *TCPTransport) Close() error {
 
 // helloMagic opens every connection: "SLQ1".
 const helloMagic = 0x534c5131
+
+// IsHello reports whether the first 8 bytes of a connection are a
+// member's hello: a frame length, then the magic. No Kafka request starts
+// so (the magic read as an API key is 21324).
+func IsHello(first8 []byte) bool {
+	return len(first8) >= 8 && binary.BigEndian.Uint32(first8[4:]) == helloMagic
+}
 
 func appendHello(dst []byte, clusterID string, from uint64) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(4+8+2+len(clusterID)))

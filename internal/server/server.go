@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-broker/sluice/controller"
 	"github.com/sluice-broker/sluice/engine"
 	"github.com/sluice-broker/sluice/netpoll"
 )
@@ -34,11 +35,14 @@ type Options struct {
 // Server is a running broker with its listener.
 type Server struct {
 	Broker *engine.Broker
-	ln     net.Listener
-	net    netpoll.Server
-	http   *http.Server
-	log    *slog.Logger
-	served chan error
+	// Controller is this node's controller in a cluster whose
+	// process.roles includes controller; nil otherwise.
+	Controller *controller.Service
+	ln         net.Listener
+	net        netpoll.Server
+	http       *http.Server
+	log        *slog.Logger
+	served     chan error
 }
 
 // Start opens the broker and starts serving. If Config.Listen has port 0 a
@@ -56,12 +60,18 @@ func Start(o Options) (*Server, error) {
 	if cfg.Advertise == "" {
 		cfg.Advertise = advertiseFor(cfg.Listen, ln.Addr().(*net.TCPAddr))
 	}
-	b, err := engine.New(cfg, o.Logger)
+	ctl, err := startController(cfg, o.Logger)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	s := &Server{Broker: b, ln: ln, log: o.Logger, served: make(chan error, 1)}
+	b, err := newBroker(cfg, o.Logger)
+	if err != nil {
+		ln.Close()
+		closeController(ctl)
+		return nil, err
+	}
+	s := &Server{Broker: b, Controller: ctl, ln: ln, log: o.Logger, served: make(chan error, 1)}
 	netOpts := netpoll.Options{
 		MaxFrame:    cfg.SocketRequestMaxBytes,
 		IdleTimeout: cfg.ConnectionsMaxIdle,
@@ -87,6 +97,45 @@ func Start(o Options) (*Server, error) {
 	go func() { s.served <- s.net.Serve(ln) }()
 	o.Logger.Info("listening", "addr", ln.Addr().String(), "advertised", cfg.Advertise, "net", s.net.Backend())
 	return s, nil
+}
+
+// newBroker opens the broker; in a cluster with a link to the controller
+// quorum (a controller.Client: the engine never touches a socket).
+func newBroker(cfg engine.Config, log *slog.Logger) (*engine.Broker, error) {
+	if !cfg.ClusterMode() {
+		return engine.New(cfg, log)
+	}
+	addrs, err := cfg.ControllerAddrs()
+	if err != nil {
+		return nil, err
+	}
+	link := controller.NewClient(addrs)
+	b, err := engine.NewInCluster(cfg, log, link)
+	if err != nil {
+		link.Close()
+	}
+	return b, err
+}
+
+// startController starts the controller of a cluster node whose
+// process.roles includes controller (nil otherwise). A single node keeps
+// its one-voter controller inside the broker's local metadata store.
+func startController(cfg engine.Config, log *slog.Logger) (*controller.Service, error) {
+	if !cfg.ClusterMode() || !cfg.HasRole("controller") {
+		return nil, nil
+	}
+	clusterID, err := engine.FormattedClusterID(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return startControllerService(cfg, clusterID, log)
+}
+
+func closeController(c *controller.Service) error {
+	if c == nil {
+		return nil
+	}
+	return c.Close()
 }
 
 // advertiseFor keeps the configured host but fills in the real port.
@@ -123,6 +172,13 @@ func (s *Server) Done() <-chan error { return s.served }
 // Shutdown stops accepting, finishes in-flight requests, closes the
 // connections, then flushes and closes the broker (clean-shutdown marker).
 func (s *Server) Shutdown(ctx context.Context) error {
+	// In a cluster, hand this broker's leaderships over first (controlled
+	// shutdown), while clients can still be served and redirected.
+	csCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.Broker.ControlledShutdown(csCtx); err != nil {
+		s.log.Warn("controlled shutdown did not finish", "err", err)
+	}
 	// Long-polling fetches are in-flight requests too; answer them now
 	// rather than have the drain wait out their max.wait.ms.
 	s.Broker.ReleaseWaitingFetches()
@@ -132,7 +188,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.http != nil {
 		s.http.Shutdown(ctx)
 	}
-	return errors.Join(netErr, s.Broker.Close())
+	return errors.Join(netErr, s.Broker.Close(), closeController(s.Controller))
 }
 
 // handler adapts netpoll to the engine.

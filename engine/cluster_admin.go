@@ -1,0 +1,188 @@
+package engine
+
+// Metadata changes of a broker in a cluster: the broker checks what it
+// owns (names, configs against the config table), forwards the request to
+// the active controller, which places and commits it, and answers once its
+// own image has the change, so a client that asks this broker next sees
+// it.
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/controller"
+	"github.com/sluice-broker/sluice/metadata"
+)
+
+// imageWait bounds how long a forwarded change waits to reach this
+// broker's image after the controller committed it.
+const imageWait = 10 * time.Second
+
+// forwardCreateTopic creates one topic through the controller: rt as the
+// client sent it (partitions, replication factor or assignments) with the
+// validated overrides.
+func (l *clusterLink) forwardCreateTopic(rt kmsg.CreateTopicsRequestTopic, overrides map[string]string, validateOnly bool) (*Topic, error) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7 // topic ids in the answer
+	req.ValidateOnly = validateOnly
+	req.TimeoutMillis = int32(imageWait.Milliseconds())
+	rt.Configs = nil
+	for k, v := range overrides {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return nil, topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
+	}
+	r := resp.(*kmsg.CreateTopicsResponse)
+	if len(r.Topics) != 1 {
+		return nil, topicErr(kerr.UnknownServerError, "controller answered %d topics", len(r.Topics))
+	}
+	if ec := r.Topics[0].ErrorCode; ec != 0 {
+		return nil, topicErr(kerr.ErrorForCode(ec).(*kerr.Error), "controller refused topic %q: %v", rt.Topic, kerr.ErrorForCode(ec))
+	}
+	if validateOnly {
+		return nil, nil
+	}
+	id := r.Topics[0].TopicID
+	if !l.waitImage(func(img metadata.Image) bool { return img.TopicByID(id) != nil }) {
+		return nil, topicErr(kerr.RequestTimedOut, "topic %q created but not yet in this broker's metadata", rt.Topic)
+	}
+	l.b.log.Info("created topic", "topic", rt.Topic, "through", "controller")
+	return l.b.TopicByID(id), nil
+}
+
+func (l *clusterLink) waitImage(ok func(metadata.Image) bool) bool {
+	ctx, cancel := context.WithTimeout(l.ctx, imageWait)
+	defer cancel()
+	return l.awaitImage(ctx, ok)
+}
+
+// forwardDeleteTopic deletes a topic through the controller.
+func (l *clusterLink) forwardDeleteTopic(ti *metadata.TopicImage) error {
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.Version = 6
+	t := kmsg.NewDeleteTopicsRequestTopic()
+	t.TopicID = ti.ID
+	req.Topics = append(req.Topics, t)
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
+	}
+	r := resp.(*kmsg.DeleteTopicsResponse)
+	if len(r.Topics) == 1 && r.Topics[0].ErrorCode != 0 {
+		return topicErr(kerr.ErrorForCode(r.Topics[0].ErrorCode).(*kerr.Error), "controller refused to delete %q", ti.Name)
+	}
+	if !l.waitImage(func(img metadata.Image) bool { return img.TopicByID(ti.ID) == nil }) {
+		return topicErr(kerr.RequestTimedOut, "topic %q deleted but still in this broker's metadata", ti.Name)
+	}
+	return nil
+}
+
+// forwardCreatePartitions grows a topic through the controller.
+func (l *clusterLink) forwardCreatePartitions(name string, total int32, as []kmsg.CreatePartitionsRequestTopicAssignment, validateOnly bool) error {
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	req.Version = 3
+	req.ValidateOnly = validateOnly
+	t := kmsg.NewCreatePartitionsRequestTopic()
+	t.Topic, t.Count, t.Assignment = name, total, as
+	req.Topics = append(req.Topics, t)
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
+	}
+	r := resp.(*kmsg.CreatePartitionsResponse)
+	if len(r.Topics) == 1 && r.Topics[0].ErrorCode != 0 {
+		return topicErr(kerr.ErrorForCode(r.Topics[0].ErrorCode).(*kerr.Error), "controller refused partitions of %q", name)
+	}
+	if validateOnly {
+		return nil
+	}
+	if !l.waitImage(func(img metadata.Image) bool {
+		ti := img.Topic(name)
+		return ti != nil && int32(len(ti.Partitions)) >= total
+	}) {
+		return topicErr(kerr.RequestTimedOut, "partitions of %q created but not yet in this broker's metadata", name)
+	}
+	return nil
+}
+
+// allocateProducerIDs takes a block of producer ids from the controller
+// (AllocateProducerIds, key 67).
+func (l *clusterLink) allocateProducerIDs(size int64) (int64, error) {
+	req := kmsg.NewPtrAllocateProducerIDsRequest()
+	req.BrokerID, req.BrokerEpoch = l.b.cfg.NodeID, l.epoch.Load()
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return 0, err
+	}
+	r := resp.(*kmsg.AllocateProducerIDsResponse)
+	if r.ErrorCode != 0 {
+		return 0, kerr.ErrorForCode(r.ErrorCode)
+	}
+	if int64(r.ProducerIDLen) < size {
+		return 0, kerr.UnknownServerError
+	}
+	return r.ProducerIDStart, nil
+}
+
+// clusterTopicRequest is the CreateTopics entry of a topic the broker
+// creates itself (auto-creation, __consumer_offsets): partitions and the
+// configured replication factor.
+func (b *Broker) clusterTopicRequest(name string, partitions int32) kmsg.CreateTopicsRequestTopic {
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, int16(b.cfg.DefaultReplicationFactor)
+	if name == offsetsTopic {
+		live := 0
+		for _, br := range b.image().Brokers() {
+			if br.Eligible() {
+				live++
+			}
+		}
+		rt.ReplicationFactor = int16(max(1, min(int(b.cfg.OffsetsTopicReplicationFactor), live)))
+	}
+	return rt
+}
+
+// forwardTopicConfigs commits a topic's config changes (ConfigRecords, as
+// configChanges builds them) through the controller as an
+// IncrementalAlterConfigs of SETs and DELETEs, and waits until this
+// broker's image has the topic's configs equal to want.
+func (l *clusterLink) forwardTopicConfigs(topic string, changes []metadata.Record, want map[string]string) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Version = 1
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	for _, r := range changes {
+		cr := r.(metadata.ConfigRecord)
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = cr.Name, cr.Value, kmsg.IncrementalAlterConfigOpSet
+		if cr.Value == nil {
+			c.Op = kmsg.IncrementalAlterConfigOpDelete
+		}
+		res.Configs = append(res.Configs, c)
+	}
+	req.Resources = append(req.Resources, res)
+	resp, err := l.call(controller.LineAdmin, req)
+	if err != nil {
+		return topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
+	}
+	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+	if len(r.Resources) == 1 && r.Resources[0].ErrorCode != 0 {
+		return topicErr(kerr.ErrorForCode(r.Resources[0].ErrorCode).(*kerr.Error), "controller refused configs of %q", topic)
+	}
+	if !l.waitImage(func(img metadata.Image) bool { return maps.Equal(img.TopicConfigs(topic), want) }) {
+		return topicErr(kerr.RequestTimedOut, "configs of %q changed but not yet in this broker's metadata", topic)
+	}
+	return nil
+}
