@@ -178,11 +178,16 @@ func (p *Partition) applyImage(self int32, pi *metadata.PartitionImage) {
 		return
 	}
 	p.applied.Store(key)
-	if pi.Leader == self {
+	switch {
+	case pi.Leader == self:
 		p.lead(self, pi)
-		return
+	case !pi.Hosts(self):
+		// Moved away (reassignment): nothing to fetch; the partition
+		// manager closes it.
+		p.becomeFollower(-1, pi.LeaderEpoch)
+	default:
+		p.follow(self, pi)
 	}
-	p.follow(self, pi)
 }
 
 // lead applies an image in which this broker leads. As Kafka's leader does
