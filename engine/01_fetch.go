@@ -24,11 +24,18 @@ package engine
 //     OFFSET_OUT_OF_RANGE outside [log start, log end], and a diverging
 //     epoch (v12+ LastFetchedEpoch, KIP-595) when the client's last epoch
 //     ends before its fetch offset. Errored partitions carry -1 offsets.
-//   - Fetches from replicas (replica id >= 0) get NOT_LEADER_OR_FOLLOWER:
-//     single-node Sluice has no followers yet (Partition.acceptsFollower).
-//     A follower would read up to the log end offset (fetchLogEnd), a
-//     consumer up to the high watermark, or the last stable offset for
-//     read_committed. A partition not led here answers NOT_LEADER_OR_FOLLOWER.
+//   - Fetches from replicas (replica id >= 0 before v15, ReplicaState.ID
+//     from v15) are served to the partition's assigned followers
+//     (Partition.acceptsFollower; anyone else gets NOT_LEADER_OR_FOLLOWER):
+//     they read up to the log end offset (fetchLogEnd) from the same
+//     file-region path, and each read records the follower's fetch offset
+//     (its log end) in the leader's replication state, which may move the
+//     high watermark and propose an ISR expansion (followerFetched). The
+//     answer carries the high watermark. A consumer reads up to the high
+//     watermark, or the last stable offset for read_committed. A partition
+//     not led here answers NOT_LEADER_OR_FOLLOWER. A parked follower fetch
+//     is woken by appends (its data is the log end), a consumer's by the
+//     high watermark.
 //   - Long poll: with fewer than min.bytes readable and no error, the fetch
 //     parks in the purgatory (fetch_purgatory.go) for up to max.wait.ms and
 //     is answered, re-read from the logs, by the high watermark move that
@@ -37,8 +44,7 @@ package engine
 //     shutdown.
 //   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
 //
-// Left out: rack-aware preferred read replicas (-1 always), follower fetch
-// state, tiered storage.
+// Left out: rack-aware preferred read replicas (-1 always), tiered storage.
 
 import (
 	"sync"
@@ -68,6 +74,7 @@ type fetch struct {
 	wait      time.Duration
 	isolation fetchIsolation // how far the fetcher may read
 	replica   int32          // the fetching replica's broker id, -1 for consumers
+	nowMs     int64          // when the partitions were read (a follower's fetch time)
 
 	errCode     int16         // top-level error (fetch sessions)
 	sessionID   int32         // session id to answer with
@@ -94,6 +101,7 @@ type fetchPart struct {
 	err            int16
 	hw, logStart   int64
 	records        storage.Region
+	end            int64 // what the fetcher could read up to, at the read
 	divergingEpoch int32 // -1: none
 	divergingEnd   int64
 	leaderEpoch    int32 // >= 0: report the current leader (KIP-951)
@@ -167,6 +175,9 @@ func (f *fetch) read() (readable int64, failed bool) {
 	remaining := f.maxBytes
 	first := true // no records taken yet: KIP-74 lets the first batch exceed the limits
 	var last *Topic
+	if f.replica >= 0 {
+		f.nowMs = wallMs()
+	}
 	for i := range f.parts {
 		fp := &f.parts[i]
 		last = f.resolve(fp, last)
@@ -195,17 +206,20 @@ func (f *fetch) resolve(fp *fetchPart, last *Topic) *Topic {
 // readPart fills in one partition's answer. remaining is what is left of
 // the response's max bytes; first is true until some partition has records.
 func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
-	fp.err, fp.hw, fp.logStart, fp.records = 0, -1, -1, storage.Region{}
+	fp.err, fp.hw, fp.logStart, fp.end, fp.records = 0, -1, -1, -1, storage.Region{}
 	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit = -1, -1, -1, false
 	p := f.partition(fp)
 	if p == nil {
 		return
 	}
-	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
 	if fp.err = checkPosition(fp, p); fp.err != 0 {
 		return
 	}
-	fp.hw, fp.logStart = hw, logStart
+	if f.replica >= 0 && fp.divergingEpoch < 0 {
+		p.followerFetched(f.replica, fp.fetchOffset, f.nowMs)
+	}
+	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
+	fp.hw, fp.logStart, fp.end = hw, logStart, fetchable
 	limit := min(int64(fp.maxBytes), *remaining)
 	if fp.divergingEpoch >= 0 || fp.fetchOffset >= fetchable || (limit <= 0 && !*first) {
 		return
@@ -272,25 +286,26 @@ func checkPosition(fp *fetchPart, p *Partition) int16 {
 // read again when it is answered.
 func (f *fetch) park(readable int64) {
 	parts := make([]*Partition, 0, len(f.parts))
-	hws := make([]int64, 0, len(f.parts))
+	ends := make([]int64, 0, len(f.parts))
 	for i := range f.parts {
 		fp := &f.parts[i]
 		fp.records = storage.Region{}
 		if p := fp.topic.Partition(fp.partition); p != nil {
 			parts = append(parts, p)
-			hws = append(hws, fp.hw)
+			ends = append(ends, fp.end)
 		}
 	}
-	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.wait, f.answerLater)
+	iso := f.isolation
+	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.replica >= 0, f.wait, f.answerLater)
 	if !ok {
 		f.answerLater()
 		return
 	}
 	// An append between our read and the registration woke no one; look
-	// for one now. f belongs to the waiter from here on: only parts and
-	// hws, which the answer does not touch, may be read.
+	// for one now. f belongs to the waiter from here on: only parts,
+	// ends and iso, which the answer does not touch, may be read.
 	for i, p := range parts {
-		if p.HighWatermark() != hws[i] {
+		if p.fetchableOffset(iso) != ends[i] {
 			w.complete()
 			return
 		}
@@ -318,7 +333,7 @@ func (f *fetch) respond() {
 func (f *fetch) countFetched() {
 	for i := range f.parts {
 		fp := &f.parts[i]
-		if fp.records.Len > 0 && !fp.omit {
+		if fp.records.Len > 0 && !fp.omit && f.replica < 0 {
 			// Records are counted as the offsets the fetch moves the
 			// consumer past (exact unless the topic is compacted), so
 			// the zero-copy path never reads a batch header to count.

@@ -8,8 +8,12 @@ package engine
 // detect a truncated log (KIP-320), followers to find where to truncate.
 // An epoch older than any the log knows answers epoch -1, offset -1, with
 // no error, as Kafka does. CurrentLeaderEpoch fences stale clients
-// (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). v3+ ReplicaID: single-node
-// Sluice answers replicas and consumers alike.
+// (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH). Only the leader answers
+// (NOT_LEADER_OR_FOLLOWER elsewhere), replicas and consumers alike, as
+// Kafka does: a follower (v3+ ReplicaID >= 0) asks with its current leader
+// epoch for the latest epoch of its own log, and truncates to the answer
+// (replica_fetcher.go); for the leader's latest epoch the end is its log
+// end offset, which a follower never passes.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 

@@ -28,6 +28,7 @@ type Broker struct {
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
 	cluster  *clusterLink       // nil on a single node (cluster.go)
+	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -54,10 +55,14 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
 	}
+	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openStore(link); err != nil {
+		b.replicas.close()
 		return nil, err
 	}
+	b.installClusterLink() // cluster_link.go
 	if err := b.startSubsystems(); err != nil {
+		b.replicas.close()
 		b.closeTopics()
 		b.meta.store.Close()
 		return nil, err
@@ -120,6 +125,7 @@ func (b *Broker) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
 		close(b.closing)
+		b.replicas.close() // no follower writes once the logs close
 		if b.cluster != nil {
 			b.cluster.close()
 		}

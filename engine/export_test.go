@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/sluice-broker/sluice/storage"
+import (
+	"github.com/sluice-broker/sluice/metadata"
+	"github.com/sluice-broker/sluice/storage"
+)
 
 // Hooks for the external tests (package engine_test) into Partition's
 // unexported state.
@@ -11,3 +14,13 @@ func PartitionLog(p *Partition) *storage.Log { return p.log }
 // BecomeLeader makes this broker p's leader at epoch, as a leader change
 // of the replication work will.
 func BecomeLeader(p *Partition, epoch int32) { p.becomeLeader(epoch) }
+
+// CommitRecords commits metadata records to b's own store and applies the
+// image they lead to, as the cluster's metadata log will: the replication
+// tests stand in for the controller with it (the real one arrives with the
+// cluster work).
+func CommitRecords(b *Broker, recs ...metadata.Record) error {
+	b.meta.mu.Lock()
+	defer b.meta.mu.Unlock()
+	return b.commitLocked(recs...)
+}

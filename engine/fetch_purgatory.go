@@ -34,6 +34,7 @@ type purgatoryShard struct {
 type fetchWaiter struct {
 	parts    []*Partition // the partitions it is registered under
 	minBytes int64
+	replica  bool         // a follower's fetch: woken by appends, not by the high watermark
 	seen     atomic.Int64 // bytes readable: what it had, plus what wakes reported
 	done     atomic.Bool  // set once, by whoever completes it
 	answer   func()       // reads the fetch again and responds
@@ -61,11 +62,11 @@ func (pg *fetchPurgatory) shard(p *Partition) *purgatoryShard {
 //
 // Data may have arrived between the caller's read and the registration;
 // the caller checks for that after park and calls complete if so.
-func (pg *fetchPurgatory) park(parts []*Partition, have, minBytes int64, wait time.Duration, answer func()) (*fetchWaiter, bool) {
+func (pg *fetchPurgatory) park(parts []*Partition, have, minBytes int64, replica bool, wait time.Duration, answer func()) (*fetchWaiter, bool) {
 	if pg.closed.Load() {
 		return nil, false
 	}
-	w := &fetchWaiter{parts: parts, minBytes: minBytes, answer: answer, pg: pg}
+	w := &fetchWaiter{parts: parts, minBytes: minBytes, replica: replica, answer: answer, pg: pg}
 	w.seen.Store(have)
 	pg.waiting.Add(1)
 	for _, p := range parts {
@@ -100,14 +101,20 @@ func (pg *fetchPurgatory) register(p *Partition, w *fetchWaiter) bool {
 	return true
 }
 
-// wake tells the waiters on p that n more bytes are readable, and completes
-// those that now have their min.bytes.
-func (pg *fetchPurgatory) wake(p *Partition, n int64) {
+// wake tells the consumer waiters on p that n more bytes are readable
+// (the high watermark moved), and completes those that now have their
+// min.bytes.
+func (pg *fetchPurgatory) wake(p *Partition, n int64) { pg.wakeKind(p, n, false) }
+
+// wakeReplicas tells the follower waiters on p that n bytes were appended.
+func (pg *fetchPurgatory) wakeReplicas(p *Partition, n int64) { pg.wakeKind(p, n, true) }
+
+func (pg *fetchPurgatory) wakeKind(p *Partition, n int64, replica bool) {
 	if pg.waiting.Load() == 0 {
 		return
 	}
 	var ready [8]*fetchWaiter
-	due := pg.collectReady(p, n, ready[:0])
+	due := pg.collectReady(p, n, replica, ready[:0])
 	for len(due) > 0 {
 		for _, w := range due {
 			w.complete()
@@ -116,17 +123,20 @@ func (pg *fetchPurgatory) wake(p *Partition, n int64) {
 			return
 		}
 		// More were due than fit; those completed left the list.
-		due = pg.collectReady(p, 0, ready[:0])
+		due = pg.collectReady(p, 0, replica, ready[:0])
 	}
 }
 
-// collectReady adds n to every waiter on p and returns up to cap(dst) of
-// those that reached min.bytes. With n == 0 it only collects.
-func (pg *fetchPurgatory) collectReady(p *Partition, n int64, dst []*fetchWaiter) []*fetchWaiter {
+// collectReady adds n to every waiter of the kind on p and returns up to
+// cap(dst) of those that reached min.bytes. With n == 0 it only collects.
+func (pg *fetchPurgatory) collectReady(p *Partition, n int64, replica bool, dst []*fetchWaiter) []*fetchWaiter {
 	sh := pg.shard(p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, w := range sh.byPartition[p] {
+		if w.replica != replica {
+			continue
+		}
 		seen := w.seen.Load()
 		if n > 0 {
 			seen = w.seen.Add(n)

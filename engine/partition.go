@@ -21,29 +21,35 @@ package engine
 // follows kfake's partData, which carries leader, epoch and last stable
 // offset from day one.
 //
-// How replication plugs in. A leader's high watermark is the smallest log
-// end offset over the in-sync replicas; today the ISR is this broker alone,
-// so highWatermarkTarget is the local log end offset. The replication work
-// records each follower's fetch position (the offset a follower fetches
-// from is its log end) in the partition, maintains the ISR, and calls
-// advanceHighWatermark after each follower fetch: highWatermarkTarget becomes
-// the minimum over the ISR, and everything waiting on the watermark works
-// unchanged. checkMinInsync is where an acks=all append is refused with
-// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas. A
-// follower (becomeFollower) refuses client appends and reads, keeps a fetch
-// position in the leader's log (its own log end) and takes the high
-// watermark the leader reports; becoming a follower releases every acks=all
-// produce still waiting, with NOT_LEADER_OR_FOLLOWER, as Kafka does.
+// How replication plugs in (issue 11, docs/cluster.md). The partition
+// manager calls applyImage on every image change: a partition led here
+// holds a replication.Leader (follower log ends, the maximal ISR, lag-based
+// shrink, expansion), a followed one a replication.Follower that the
+// broker's replica fetcher for its leader drives (replica_fetcher.go).
+// highWatermarkTarget is the Leader's high watermark, which moves on
+// appends and on follower fetches (followerFetched); advanceHighWatermark
+// stays the one place that publishes it and wakes parked fetches and
+// acks=all produces. checkMinInsync refuses an acks=all append when the
+// committed ISR is smaller than min.insync.replicas, and a waiting acks=all
+// produce is answered by the Leader's AcksAllDone. ISR changes the Leader
+// proposes go to the controller (cluster_link.go) and take effect only when
+// a later image carries them. A follower refuses client appends and reads;
+// becoming one releases every acks=all produce still waiting, with
+// NOT_LEADER_OR_FOLLOWER, as Kafka does.
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-broker/sluice/metadata"
+	"github.com/sluice-broker/sluice/replication"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -58,9 +64,15 @@ type Partition struct {
 	// waiters holds the broker's parked long-poll fetches; a high
 	// watermark move wakes those parked on this partition.
 	waiters *fetchPurgatory
+	// replicas is the broker's replica manager (follower fetchers, the
+	// ISR tick, AlterPartition); nil for a partition built alone.
+	replicas *replicaManager
 	// role is replaced whole (never mutated) under mu, so handlers read it
 	// with one atomic load. Never nil after newPartition.
 	role atomic.Pointer[partitionRole]
+	// applied is the last image applyImage acted on (the manager's calls
+	// are serialised under the metadata lock).
+	applied atomic.Value // imageKey
 
 	mu struct {
 		sync.Mutex
@@ -77,6 +89,13 @@ type Partition struct {
 		// holdHW stands in, for tests, for an in-sync follower that has
 		// not fetched yet: while set the high watermark does not move.
 		holdHW bool
+		// leader is the replication state while this broker leads.
+		// Invariant: non-nil exactly when role.leader (after the first
+		// role), and its epoch is role.epoch.
+		leader *replication.Leader
+		// follower is the replication state while this broker follows a
+		// leader (role.leaderID >= 0); nil otherwise.
+		follower *replication.Follower
 	}
 }
 
@@ -89,6 +108,16 @@ type partitionRole struct {
 	// epoch is the leader epoch. Invariant: it never decreases from one
 	// role of the partition to the next; -1 only before the first role.
 	epoch int32
+	// self is this broker's id (-1 before the first applyImage), and
+	// replicas the partition's replica set as the image said.
+	self     int32
+	replicas []int32
+}
+
+// imageKey identifies what applyImage acts on in a partition's image:
+// every change of it bumps the partition epoch.
+type imageKey struct {
+	self, leader, leaderEpoch, partitionEpoch int32
 }
 
 // hwWaiter is an acks=all produce waiting for the high watermark to reach
@@ -96,6 +125,7 @@ type partitionRole struct {
 type hwWaiter struct {
 	offset int64
 	done   func(code int16) // 0, or why the wait ended without the offset
+	code   int16            // the answer, set when the watermark reaches offset
 }
 
 // fetchIsolation is how far a read may go, as Kafka's FetchIsolation.
@@ -120,11 +150,11 @@ func isolationFor(follower bool, isolationLevel int8) fetchIsolation {
 }
 
 // newPartition wraps an opened log. The partition has no role until
-// becomeLeader or becomeFollower; single-node Sluice makes every partition
-// it opens the leader (openPartition).
-func newPartition(t *Topic, index int32, l *storage.Log, waiters *fetchPurgatory) *Partition {
-	p := &Partition{Topic: t, Index: index, log: l, waiters: waiters}
-	p.role.Store(&partitionRole{leaderID: -1, epoch: -1})
+// applyImage (or becomeLeader / becomeFollower); single-node Sluice makes
+// every partition it opens the leader (openPartition).
+func newPartition(t *Topic, index int32, l *storage.Log, waiters *fetchPurgatory, replicas *replicaManager) *Partition {
+	p := &Partition{Topic: t, Index: index, log: l, waiters: waiters, replicas: replicas}
+	p.role.Store(&partitionRole{leaderID: -1, epoch: -1, self: -1})
 	return p
 }
 
@@ -134,31 +164,138 @@ func (p *Partition) storedEpoch() int32 { return max(p.log.LatestEpoch(), 0) }
 
 // ---- role ----
 
-// becomeLeader makes this broker the partition's leader at epoch. As
-// Kafka's leader does when it takes over, the high watermark moves to what
-// the ISR has reached at once; with one replica that is the recovered log
-// end, and without this move every acknowledged record above a lagging
-// checkpointed watermark (an unclean stop) would stay invisible.
-func (p *Partition) becomeLeader(epoch int32) {
-	p.mu.Lock()
-	p.role.Store(&partitionRole{leader: true, leaderID: -1, epoch: max(epoch, p.role.Load().epoch)})
-	p.mu.Unlock()
-	p.advanceHighWatermark()
+// applyImage makes the partition what the image says: the partition
+// manager calls it on every image change. Leading at a new epoch starts a
+// new replication.Leader; an ISR change at the same epoch is the
+// controller committing what the Leader proposed (or a change of its own);
+// following starts a replication.Follower and hands the partition to the
+// fetcher of its leader.
+func (p *Partition) applyImage(self int32, pi *metadata.PartitionImage) {
+	// The partition manager calls this on every image change, for every
+	// partition: an unchanged partition costs one atomic load.
+	key := imageKey{self: self, leader: pi.Leader, leaderEpoch: pi.LeaderEpoch, partitionEpoch: pi.PartitionEpoch}
+	if p.applied.Load() == key {
+		return
+	}
+	p.applied.Store(key)
+	switch {
+	case pi.Leader == self:
+		p.lead(self, pi)
+	case !pi.Hosts(self):
+		// Moved away (reassignment): nothing to fetch; the partition
+		// manager closes it.
+		p.becomeFollower(-1, pi.LeaderEpoch)
+	default:
+		p.follow(self, pi)
+	}
 }
 
-// becomeFollower makes the partition follow broker leaderID at epoch: it
-// refuses client appends and reads, and the acks=all produces waiting on
-// it are answered NOT_LEADER_OR_FOLLOWER.
+// lead applies an image in which this broker leads. As Kafka's leader does
+// when it takes over, the high watermark moves to what the ISR has reached
+// at once; with one replica that is the recovered log end, and without
+// this move every acknowledged record above a lagging checkpointed
+// watermark (an unclean stop) would stay invisible.
+func (p *Partition) lead(self int32, pi *metadata.PartitionImage) {
+	// The log may have recorded a later epoch than the image: single-node
+	// epochs were only ever kept in the log's leader-epoch file.
+	epoch := max(pi.LeaderEpoch, p.storedEpoch())
+	p.mu.Lock()
+	r := p.role.Load()
+	if epoch < r.epoch {
+		p.mu.Unlock()
+		return // an older image than the role we have
+	}
+	l := p.mu.leader
+	if l != nil && l.Epoch() == epoch {
+		if pi.PartitionEpoch > l.PartitionEpoch() {
+			l.OnISRCommitted(pi.ISR, pi.PartitionEpoch)
+		}
+	} else {
+		leo := p.log.LogEndOffset()
+		l = replication.NewLeader(p.leaderConfig(), self, epoch, pi.PartitionEpoch, pi.Replicas, pi.ISR, leo, p.log.HighWatermark(), wallMs())
+		l.OnAppend(leo)
+		p.mu.leader, p.mu.follower = l, nil
+		p.role.Store(&partitionRole{leader: true, leaderID: -1, epoch: epoch, self: self, replicas: slices.Clone(pi.Replicas)})
+	}
+	moved, due := p.moveHighWatermarkLocked()
+	p.mu.Unlock()
+	p.released(moved, due)
+	if p.replicas != nil {
+		p.replicas.lead(p, len(pi.Replicas) > 1)
+	}
+}
+
+// follow applies an image in which another broker (or none) leads.
+func (p *Partition) follow(self int32, pi *metadata.PartitionImage) {
+	p.mu.Lock()
+	r := p.role.Load()
+	same := !r.leader && r.leaderID == pi.Leader && r.epoch == pi.LeaderEpoch && r.self == self
+	if same || pi.LeaderEpoch < r.epoch {
+		p.mu.Unlock()
+		return
+	}
+	due := p.becomeFollowerLocked(self, pi.Leader, pi.LeaderEpoch, pi.Replicas)
+	if pi.Leader >= 0 {
+		p.mu.follower, _ = replication.NewFollower(pi.Leader, pi.LeaderEpoch, p.log)
+	}
+	p.mu.Unlock()
+	p.releaseWaiters(due)
+	if p.replicas != nil {
+		p.replicas.follow(p, pi.Leader)
+	}
+}
+
+// becomeLeader makes this broker the partition's only replica and leader
+// at epoch (tests, and the epoch bumps of a single node).
+func (p *Partition) becomeLeader(epoch int32) {
+	self := max(p.role.Load().self, 0)
+	p.lead(self, &metadata.PartitionImage{Replicas: []int32{self}, ISR: []int32{self}, Leader: self, LeaderEpoch: epoch})
+}
+
+// becomeFollower makes the partition follow broker leaderID at epoch
+// without fetching (tests, and closing: leaderID -1): it refuses client
+// appends and reads, and the acks=all produces waiting on it are answered
+// NOT_LEADER_OR_FOLLOWER.
 func (p *Partition) becomeFollower(leaderID, epoch int32) {
 	p.mu.Lock()
-	p.role.Store(&partitionRole{leaderID: leaderID, epoch: max(epoch, p.role.Load().epoch)})
+	r := p.role.Load()
+	due := p.becomeFollowerLocked(r.self, leaderID, max(epoch, r.epoch), r.replicas)
+	p.mu.Unlock()
+	p.releaseWaiters(due)
+	if p.replicas != nil {
+		p.replicas.follow(p, -1)
+	}
+}
+
+// becomeFollowerLocked drops the leader state and returns the acks=all
+// waiters to answer NOT_LEADER_OR_FOLLOWER.
+func (p *Partition) becomeFollowerLocked(self, leaderID, epoch int32, replicas []int32) []hwWaiter {
+	p.role.Store(&partitionRole{leaderID: leaderID, epoch: epoch, self: self, replicas: slices.Clone(replicas)})
+	p.mu.leader, p.mu.follower = nil, nil
 	due := p.mu.hwWaiters
 	p.mu.hwWaiters = nil
-	p.mu.Unlock()
+	return due
+}
+
+func (p *Partition) releaseWaiters(due []hwWaiter) {
 	for _, w := range due {
 		w.done(kerr.NotLeaderForPartition.Code)
 	}
 }
+
+// leaderConfig is the replication settings of the partition now.
+func (p *Partition) leaderConfig() replication.LeaderConfig {
+	cfg := replication.LeaderConfig{LagTimeMaxMs: 30_000, MinISR: 1}
+	if p.replicas != nil {
+		cfg.LagTimeMaxMs = p.replicas.lagTimeMaxMs()
+	}
+	if p.Topic != nil && p.Topic.Settings() != nil {
+		cfg.MinISR = int(max(p.Topic.Settings().MinInsyncReplicas, 1))
+	}
+	return cfg
+}
+
+func wallMs() int64 { return time.Now().UnixMilli() }
 
 // isLeader reports whether this broker leads the partition.
 func (p *Partition) isLeader() bool { return p.role.Load().leader }
@@ -188,9 +325,11 @@ func (p *Partition) checkLeader(epoch int32) int16 {
 }
 
 // acceptsFollower reports whether broker replicaID is an assigned follower
-// allowed to fetch the partition. Single-node Sluice assigns none; the
-// replication work answers from the partition's replica set.
-func (p *Partition) acceptsFollower(replicaID int32) bool { return false }
+// allowed to fetch the partition: a replica other than this leader.
+func (p *Partition) acceptsFollower(replicaID int32) bool {
+	r := p.role.Load()
+	return r.leader && replicaID != r.self && slices.Contains(r.replicas, replicaID)
+}
 
 // ---- offsets ----
 
@@ -266,18 +405,11 @@ func (p *Partition) producers() []storage.ProducerInfo { return p.log.Producers(
 
 // ---- append ----
 
-// minInsyncReplicas is min.insync.replicas, fixed at 1 until replication
-// (topicconfig.go reports it as a constant).
-const minInsyncReplicas = 1
-
-// isrSize is how many replicas are in sync: this broker alone until the
-// replication work keeps an ISR.
-func (p *Partition) isrSize() int { return 1 }
-
-// checkMinInsync is the one place an acks=all append is refused because
-// too few replicas are in sync (NOT_ENOUGH_REPLICAS, as Kafka's leader).
-func (p *Partition) checkMinInsync(acks int16) error {
-	if acks == -1 && p.isrSize() < minInsyncReplicas {
+// checkMinInsyncLocked is the one place an acks=all append is refused
+// because the committed ISR is smaller than min.insync.replicas
+// (NOT_ENOUGH_REPLICAS, before anything is written, as Kafka's leader).
+func (p *Partition) checkMinInsyncLocked(acks int16) error {
+	if l := p.mu.leader; acks == -1 && l != nil && l.CheckAcksAll() != nil {
 		return kerr.NotEnoughReplicas
 	}
 	return nil
@@ -303,40 +435,56 @@ func (p *Partition) appendInternal(batch []byte, nowMs int64) (storage.AppendRes
 
 // appendAs appends under mu, so that the bytes it counts as unreleased are
 // exactly those between the high watermark and the log end it leaves.
+// Parked follower fetches read to the log end, so the append wakes them
+// with every byte it wrote; consumers wait for the high watermark.
 func (p *Partition) appendAs(entries []storage.AppendEntry, opt storage.AppendOptions, acks int16) error {
-	if err := p.appendable(acks); err != nil {
+	p.mu.Lock()
+	if err := p.appendableLocked(acks); err != nil {
+		p.mu.Unlock()
 		for i := range entries {
 			entries[i].Err = err
 		}
 		return err
 	}
-	p.mu.Lock()
 	opt.LeaderEpoch = p.LeaderEpoch()
 	err := p.log.Append(entries, opt)
+	var appended int64
 	for i := range entries {
 		if e := &entries[i]; e.Err == nil && !e.Result.Duplicate {
-			p.mu.unreleased += int64(len(e.Records))
+			appended += int64(len(e.Records))
 		}
+	}
+	p.mu.unreleased += appended
+	if l := p.mu.leader; l != nil {
+		l.OnAppend(p.log.LogEndOffset())
 	}
 	moved, due := p.moveHighWatermarkLocked()
 	p.mu.Unlock()
+	if appended > 0 && p.waiters != nil {
+		p.waiters.wakeReplicas(p, appended)
+	}
 	p.released(moved, due)
 	return err
 }
 
-func (p *Partition) appendable(acks int16) error {
+func (p *Partition) appendableLocked(acks int16) error {
 	if !p.isLeader() {
 		return kerr.NotLeaderForPartition
 	}
-	return p.checkMinInsync(acks)
+	return p.checkMinInsyncLocked(acks)
 }
 
 // ---- high watermark ----
 
 // highWatermarkTarget is the offset every in-sync replica has reached:
-// the local log end while the ISR is this broker alone. The replication
-// work makes it the minimum over the ISR's log end offsets.
-func (p *Partition) highWatermarkTarget() int64 { return p.log.LogEndOffset() }
+// the Leader's high watermark (the smallest log end over the maximal ISR;
+// the local log end while the ISR is this broker alone). Called under mu.
+func (p *Partition) highWatermarkTarget() int64 {
+	if l := p.mu.leader; l != nil {
+		return l.HighWatermark()
+	}
+	return p.log.LogEndOffset()
+}
 
 // advanceHighWatermark moves the high watermark to what the ISR has
 // reached and wakes what waits on it. Anything that may have let the ISR
@@ -371,12 +519,13 @@ func (p *Partition) moveHighWatermarkLocked() (readable int64, due []hwWaiter) {
 }
 
 // takeReachedLocked removes and returns the waiters whose offset is at or
-// below hw.
+// below hw, each with its answer.
 func (p *Partition) takeReachedLocked(hw int64) []hwWaiter {
 	var due []hwWaiter
 	keep := p.mu.hwWaiters[:0]
 	for _, w := range p.mu.hwWaiters {
 		if w.offset <= hw {
+			w.code = p.acksAllCodeLocked(w.offset)
 			due = append(due, w)
 		} else {
 			keep = append(keep, w)
@@ -394,8 +543,34 @@ func (p *Partition) released(readable int64, due []hwWaiter) {
 		p.waiters.wake(p, readable)
 	}
 	for _, w := range due {
-		w.done(0)
+		w.done(w.code)
 	}
+}
+
+// acksAllDone reports whether an acks=all append ending at offset can be
+// answered now (the high watermark has passed it), and with which code:
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+// min.insync.replicas while it waited, as Kafka answers.
+func (p *Partition) acksAllDone(offset int64) (done bool, code int16) {
+	if p.log.HighWatermark() < offset {
+		return false, 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return true, p.acksAllCodeLocked(offset)
+}
+
+// acksAllCodeLocked is the answer of an acks=all append ending at offset
+// that the high watermark has passed.
+func (p *Partition) acksAllCodeLocked(offset int64) int16 {
+	l := p.mu.leader
+	if l == nil {
+		return kerr.NotLeaderForPartition.Code
+	}
+	if _, err := l.AcksAllDone(offset); err != nil {
+		return kerr.NotEnoughReplicasAfterAppend.Code
+	}
+	return 0
 }
 
 // awaitHighWatermark waits for the high watermark to reach offset (an
@@ -411,7 +586,7 @@ func (p *Partition) awaitHighWatermark(offset int64, done func(code int16)) (cod
 	case !p.isLeader():
 		return kerr.NotLeaderForPartition.Code, false
 	case p.log.HighWatermark() >= offset:
-		return 0, false
+		return p.acksAllCodeLocked(offset), false
 	}
 	p.mu.hwWaiters = append(p.mu.hwWaiters, hwWaiter{offset: offset, done: done})
 	return 0, true
@@ -482,10 +657,202 @@ func (p *Partition) scan(chunk int32, fn func(batches []byte) (next int64, err e
 	return nil
 }
 
+// ---- replication: the leader's side ----
+
+// followerFetched records that follower replica fetched from offset (its
+// log end) at nowMs: the Leader may move the high watermark (waking
+// acks=all produces and parked consumer fetches) and may propose adding
+// the follower to the ISR.
+func (p *Partition) followerFetched(replica int32, offset, nowMs int64) {
+	p.mu.Lock()
+	l := p.mu.leader
+	if l == nil {
+		p.mu.Unlock()
+		return
+	}
+	_, expand := l.OnFollowerFetch(replica, offset, nowMs)
+	moved, due := p.moveHighWatermarkLocked()
+	p.mu.Unlock()
+	p.released(moved, due)
+	p.proposeISR(expand)
+}
+
+// tickISR looks for in-sync followers that have lagged for
+// replica.lag.time.max.ms and proposes their removal.
+func (p *Partition) tickISR(nowMs int64) {
+	p.mu.Lock()
+	var shrink *replication.ISRProposal
+	if l := p.mu.leader; l != nil {
+		shrink = l.Tick(nowMs)
+	}
+	p.mu.Unlock()
+	p.proposeISR(shrink)
+}
+
+// proposeISR sends an ISR change to the controller; the Leader acts on it
+// when an image carries it (applyImage).
+func (p *Partition) proposeISR(prop *replication.ISRProposal) {
+	if prop != nil && p.replicas != nil {
+		p.replicas.alterPartition(p, prop)
+	}
+}
+
+// isrRejected drops prop if it is still the pending proposal.
+func (p *Partition) isrRejected(prop *replication.ISRProposal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.mu.leader; l != nil && l.Pending() == prop {
+		l.OnISRRejected()
+	}
+}
+
+// ISR is the committed in-sync replica set while this broker leads (nil
+// otherwise).
+func (p *Partition) ISR() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.mu.leader; l != nil {
+		return slices.Clone(l.ISR())
+	}
+	return nil
+}
+
+// ---- replication: the follower's side ----
+
+// followPosition is what a replica fetcher asks of a followed partition.
+type followPosition struct {
+	epoch      int32 // the leader epoch followed
+	truncating bool  // waiting for OffsetForLeaderEpoch(askEpoch)
+	askEpoch   int32
+	offset     int64 // next offset to fetch (not truncating)
+}
+
+// followPosition returns where the fetcher of broker leader stands with p;
+// false when p does not follow leader any more.
+func (p *Partition) followPosition(leader int32) (followPosition, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.mu.follower
+	if f == nil || f.Leader != leader {
+		return followPosition{}, false
+	}
+	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(), offset: f.FetchOffset()}
+	return pos, true
+}
+
+// followerLocked returns the follower state if p still follows leader at
+// epoch (the fetcher's view may be one image behind).
+func (p *Partition) followerLocked(leader, epoch int32) *replication.Follower {
+	if f := p.mu.follower; f != nil && f.Leader == leader && f.Epoch == epoch {
+		return f
+	}
+	return nil
+}
+
+// onEpochEndOffset takes the leader's OffsetForLeaderEpoch answer and
+// truncates the log where the histories part.
+func (p *Partition) onEpochEndOffset(leader, epoch, leaderEpoch int32, endOffset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil || f.Phase() != replication.Truncating {
+		return nil
+	}
+	return p.stepLocked(f, f.OnEpochEndOffset(leaderEpoch, endOffset, p.log, p.log.HighWatermark()))
+}
+
+// onDivergingEpoch handles a fetch answer naming where the log diverges.
+func (p *Partition) onDivergingEpoch(leader, epoch, divEpoch int32, divEnd int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil {
+		return nil
+	}
+	return p.stepLocked(f, f.OnDivergingEpoch(divEpoch, divEnd, p.log, p.log.HighWatermark()))
+}
+
+// onFetchOutOfRange handles OFFSET_OUT_OF_RANGE for the fetch offset.
+func (p *Partition) onFetchOutOfRange(leader, epoch int32, leaderLogStart int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil {
+		return nil
+	}
+	return p.stepLocked(f, f.OnOutOfRange(leaderLogStart, p.log.HighWatermark(), p.log))
+}
+
+// appendFetched appends what the leader returned for fetchOffset and
+// takes its high watermark and log start (records the leader deleted go
+// here too, as in Kafka). Batches that do not continue the log (the
+// fetcher's view was stale) send the follower back to truncation.
+func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset {
+		return nil
+	}
+	if len(records) > 0 {
+		if err := followerAppend(p.log, records); err != nil {
+			if errors.Is(err, storage.ErrUnexpectedAppendOffset) {
+				return p.stepLocked(f, f.OnOutOfRange(p.LogStartOffset(), p.log.HighWatermark(), p.log))
+			}
+			return err
+		}
+	}
+	p.log.SetHighWatermark(f.OnFetched(p.log.LogEndOffset(), leaderHW))
+	if leaderLogStart > p.log.LogStartOffset() && leaderLogStart <= p.log.HighWatermark() {
+		if _, err := p.log.DeleteRecordsBefore(leaderLogStart); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepLocked does what the follower state machine asks of the log.
+func (p *Partition) stepLocked(f *replication.Follower, s replication.Step) error {
+	var err error
+	switch {
+	case s.ResetTo >= 0:
+		err = followerReset(p.log, s.ResetTo)
+	case s.TruncateTo >= 0:
+		err = followerTruncate(p.log, s.TruncateTo)
+	}
+	if err != nil {
+		return err
+	}
+	if s.FetchFrom >= 0 {
+		// A cut inside a batch leaves the log end at that batch's base.
+		f.OnFetched(p.log.LogEndOffset(), p.log.HighWatermark())
+	}
+	return nil
+}
+
+// The storage calls of follower replication, in one place.
+
+func followerAppend(l *storage.Log, records []byte) error {
+	_, err := l.AppendAsFollower(records)
+	return err
+}
+
+func followerTruncate(l *storage.Log, offset int64) error { return l.TruncateTo(offset) }
+
+func followerReset(l *storage.Log, offset int64) error { return l.TruncateFullyAndStartAt(offset) }
+
 // ---- housekeeping ----
 
-// setConfig applies new topic settings to the log.
-func (p *Partition) setConfig(cfg storage.Config) { p.log.SetConfig(cfg) }
+// setConfig applies new topic settings to the log and to the leader's
+// replication state (min.insync.replicas).
+func (p *Partition) setConfig(cfg storage.Config) {
+	p.log.SetConfig(cfg)
+	p.mu.Lock()
+	if l := p.mu.leader; l != nil {
+		l.SetConfig(p.leaderConfig())
+	}
+	p.mu.Unlock()
+}
 
 // maybeRoll rolls the active segment if segment.ms says so.
 func (p *Partition) maybeRoll(nowMs int64) error { return p.log.MaybeRoll(nowMs) }

@@ -1,7 +1,10 @@
 package engine
 
 // An acks=all produce is answered when the high watermark of every
-// partition it wrote has passed its batch: Kafka's DelayedProduce. The
+// partition it wrote has passed its batch: Kafka's DelayedProduce. With
+// replication the watermark waits for the in-sync followers' fetches, and
+// a partition whose ISR shrank below min.insync.replicas meanwhile answers
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND (the Leader's AcksAllDone). The
 // handler appends every partition first; a partition whose watermark is
 // already there (always, with one replica) costs one atomic load and
 // nothing is allocated. Otherwise the request's answer is handed to a
@@ -37,9 +40,13 @@ type producePending struct {
 }
 
 // awaitCommit makes the request's answer wait until p's high watermark
-// reaches offset, unless it is there already.
+// reaches offset, unless it is there already (then the answer may still be
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, Partition.acksAllDone).
 func (s *produceScratch) awaitCommit(r *Request, p *Partition, out *kmsg.ProduceResponseTopicPartition, offset int64) {
-	if p.HighWatermark() >= offset {
+	if done, code := p.acksAllDone(offset); done {
+		if code != 0 {
+			out.ErrorCode = code
+		}
 		return // the common path: nothing to wait for
 	}
 	if s.pending == nil {

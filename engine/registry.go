@@ -233,17 +233,12 @@ func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition
 	return cmp.Or(errs...)
 }
 
-// applyImageRole brings p's role in step with the image when the image's
-// leader or leader epoch differs from p's. This is the one place the
-// partition manager sets roles; the replication work replaces its body
-// with p.applyImage(node.id, pi), which also carries replicas and ISR.
+// applyImageRole brings p in step with the image: its role, and on a
+// leader the ISR the controller committed (Partition.applyImage, which
+// returns at once when the partition's image did not change). This is
+// the one place the partition manager sets roles.
 func (b *Broker) applyImageRole(p *Partition, pi *metadata.PartitionImage) {
-	r := p.role.Load()
-	leads := pi.Leader == b.cfg.NodeID
-	if r.leader == leads && r.epoch >= pi.LeaderEpoch && (leads || r.leaderID == pi.Leader) {
-		return
-	}
-	b.setRole(p, pi)
+	p.applyImage(b.cfg.NodeID, pi)
 }
 
 // openPartitions opens partitions from, from+1, ... of t (described by pis)
@@ -307,22 +302,16 @@ func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
-	p := newPartition(t, i, l, b.waiters)
+	p := newPartition(t, i, l, b.waiters, b.replicas)
 	b.setRole(p, pi)
 	return p, nil
 }
 
 // setRole makes p what the image says it is: leader at the image's epoch
-// when the image names this node, else a follower of the leader.
+// when the image names this node, else a follower of the leader
+// (Partition.applyImage).
 func (b *Broker) setRole(p *Partition, pi *metadata.PartitionImage) {
-	// The log may have recorded a later epoch than the image: single-node
-	// epochs were only ever kept in the log's leader-epoch file.
-	epoch := max(pi.LeaderEpoch, p.storedEpoch())
-	if pi.Leader == b.cfg.NodeID {
-		p.becomeLeader(epoch)
-		return
-	}
-	p.becomeFollower(pi.Leader, epoch)
+	p.applyImage(b.cfg.NodeID, pi)
 }
 
 // closePartitions closes the (possibly nil) partitions' logs side by side.

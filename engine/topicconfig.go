@@ -21,6 +21,9 @@ type TopicSettings struct {
 	Log             storage.Config
 	CompressionType string // producer, uncompressed, gzip, snappy, lz4, zstd
 	MaxMessageBytes int32
+	// MinInsyncReplicas is min.insync.replicas: the ISR an acks=all
+	// append needs.
+	MinInsyncReplicas int32
 }
 
 // topicKeys indexes the table's rows by their topic-level name;
@@ -65,7 +68,8 @@ func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 			_ = k.apply(&t, v)
 		}
 	}
-	s := TopicSettings{Log: t.Log, CompressionType: t.CompressionType, MaxMessageBytes: t.MessageMaxBytes}
+	s := TopicSettings{Log: t.Log, CompressionType: t.CompressionType, MaxMessageBytes: t.MessageMaxBytes,
+		MinInsyncReplicas: t.MinInsyncReplicas}
 	// cleanup.policy=compact alone never deletes by age or size in Kafka
 	// (__consumer_offsets relies on it); storage only knows retention.
 	if p, ok := overrides["cleanup.policy"]; ok && !strings.Contains(p, "delete") {

@@ -150,3 +150,7 @@ func (f *Follower) OnDivergingEpoch(epoch int32, endOffset int64, log EpochLog, 
 	f.phase, f.askedEpoch = Truncating, log.LatestEpoch()
 	return f.OnEpochEndOffset(epoch, endOffset, log, hw)
 }
+
+// AskedEpoch is the epoch of the outstanding OffsetForLeaderEpoch
+// (Truncating only).
+func (f *Follower) AskedEpoch() int32 { return f.askedEpoch }

@@ -244,3 +244,13 @@ func (l *Leader) AcksAllDone(endOffset int64) (bool, error) {
 	}
 	return true, nil
 }
+
+// SetConfig applies changed topic or broker settings (min.insync.replicas
+// is a topic config and may change while the leader leads).
+func (l *Leader) SetConfig(cfg LeaderConfig) { l.cfg = cfg }
+
+// Replicas is the partition's replica set (do not modify).
+func (l *Leader) Replicas() []int32 { return l.replicas }
+
+// PartitionEpoch is the partition epoch of the committed ISR.
+func (l *Leader) PartitionEpoch() int32 { return l.partitionEpoch }
