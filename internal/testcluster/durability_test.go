@@ -73,7 +73,9 @@ func TestDurability(t *testing.T) {
 			h.sent(i, p)
 			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i))}
 			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.done(i, r, err) })
-			time.Sleep(time.Millisecond)
+			if i%5 == 4 {
+				time.Sleep(time.Millisecond)
+			}
 		}
 	}()
 
@@ -125,30 +127,61 @@ func TestDurability(t *testing.T) {
 	}
 }
 
-// injectFaults kills and restarts partition leaders (two that are not the
-// active controller, then the controller's node) and pauses one past the
-// session timeout, waiting for a full ISR after each; it returns what it did.
+// injectFaults kills and restarts partition leaders — one that is not the
+// active controller, then the controller's node, then a leader and, right
+// after its restart and before anything has healed, the partition's next
+// leader — and pauses one past the session timeout, waiting for a full ISR
+// after each round; it returns what it did.
 func injectFaults(t *testing.T, c *Cluster, topic string, partitions int) []string {
 	var faults []string
-	time.Sleep(2 * time.Second)
-	for round := range 3 {
-		victim, part := pickLeader(t, c, topic, round == 2)
-		faults = append(faults, fmt.Sprintf("kill %d (leader of %d%s)", victim, part, map[bool]string{true: ", controller"}[round == 2]))
+	kill := func(controller bool) (int32, int32) {
+		victim, part := pickLeader(t, c, topic, controller)
+		faults = append(faults, fmt.Sprintf("kill %d (leader of %d%s)", victim, part, map[bool]string{true: ", controller"}[controller]))
 		c.Node(victim).Kill()
-		time.Sleep(2 * time.Second)
+		return victim, part
+	}
+	restart := func(victim int32) {
 		c.Node(victim).Restart()
 		c.WaitBrokers(3, 30*time.Second)
+	}
+	heal := func() {
 		waitHealed(t, c, topic, partitions, 45*time.Second)
 		time.Sleep(time.Second)
 	}
+	time.Sleep(2 * time.Second)
+	for _, controller := range []bool{false, true} {
+		victim, _ := kill(controller)
+		time.Sleep(2 * time.Second)
+		restart(victim)
+		heal()
+	}
+
+	// Two leaders of one partition in a row: the second dies while the
+	// first is still catching up, so the ISR is down to one replica and
+	// acks=all must be refused until a second one is back.
+	first, part := kill(false)
+	time.Sleep(time.Second)
+	restart(first)
+	var second int32
+	c.WaitFor(20*time.Second, "a new leader", func() bool {
+		l, _ := topicLeaders(t, c, c.Node(first), topic)
+		leader, ok := l[part]
+		second = leader
+		return ok && second >= 0 && second != first
+	})
+	faults = append(faults, fmt.Sprintf("kill %d (next leader of %d)", second, part))
+	c.Node(second).Kill()
+	time.Sleep(2 * time.Second)
+	restart(second)
+	heal()
+
 	victim, part := pickLeader(t, c, topic, false)
 	faults = append(faults, fmt.Sprintf("pause %d (leader of %d) 4.5s", victim, part))
 	c.Node(victim).Pause()
 	time.Sleep(4500 * time.Millisecond) // session timeout 3 s
 	c.Node(victim).Resume()
 	c.WaitBrokers(3, 30*time.Second)
-	waitHealed(t, c, topic, partitions, 45*time.Second)
-	time.Sleep(time.Second)
+	heal()
 	return faults
 }
 
@@ -157,6 +190,7 @@ func injectFaults(t *testing.T, c *Cluster, topic string, partitions int) []stri
 func pickLeader(t *testing.T, c *Cluster, topic string, controller bool) (int32, int32) {
 	t.Helper()
 	var victim, part int32 = -1, -1
+	var elected time.Time
 	c.WaitFor(20*time.Second, "a leader to fault", func() bool {
 		active := c.ActiveController()
 		if active < 0 {
@@ -172,6 +206,15 @@ func pickLeader(t *testing.T, c *Cluster, topic string, controller bool) (int32,
 		if controller { // the controller leads nothing: kill it anyway
 			victim, part = active, -1
 			return true
+		}
+		// Every partition is led by the controller's node (the others
+		// were killed in turn): move leadership back to the preferred
+		// replicas, which are spread over the three nodes.
+		if time.Since(elected) > time.Second {
+			set := kadm.TopicsSet{}
+			set.Add(topic, 0, 1, 2)
+			kadm.NewClient(c.clientOf(t, c.Node(active))).ElectLeaders(ctxT(t, 5*time.Second), kadm.ElectPreferredReplica, set)
+			elected = time.Now()
 		}
 		return false
 	})
