@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,6 +99,10 @@ func TestDurability(t *testing.T) {
 	}
 	for p := int32(0); p < partitions; p++ {
 		an.add("diverged", compareReplicas(t, c, topic, p, hws[p])...)
+	}
+
+	if cp := os.Getenv("SLUICE_KAFKA_CLASSPATH"); cp != "" {
+		an.add("dump-log", dumpLogAfterStop(t, c, cp, topic, partitions)...)
 	}
 
 	sent, acked, failed := h.counts()
@@ -296,7 +302,7 @@ type partitionLog struct {
 	values  []int
 }
 
-var anomalyKinds = []string{"lost", "moved", "duplicate", "reordered", "gap", "foreign", "diverged"}
+var anomalyKinds = []string{"lost", "moved", "duplicate", "reordered", "gap", "foreign", "diverged", "dump-log"}
 
 type anomalies map[string][]string
 
@@ -541,4 +547,54 @@ func TestDurabilityChecker(t *testing.T) {
 	if _, err := batchesBelow(write("d", batch(0, 1)), 2); err == nil {
 		t.Error("a log ending below the hw was not reported")
 	}
+}
+
+// dumpLogAfterStop shuts every node down (SIGTERM, so the active
+// segments' indexes are trimmed as kafka-dump-log expects) and runs
+// Kafka's DumpLogSegments over every replica's segments and indexes, as
+// storage's TestKafkaDumpLogReadsOurSegments does; it needs Java and
+// Kafka's jars in SLUICE_KAFKA_CLASSPATH.
+func dumpLogAfterStop(t *testing.T, c *Cluster, cp, topic string, partitions int) []string {
+	var wg sync.WaitGroup
+	for _, nd := range c.Nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); nd.signal(syscall.SIGTERM); nd.wait(30 * time.Second) }()
+	}
+	wg.Wait()
+	var out []string
+	for _, nd := range c.Nodes {
+		if nd.Running() {
+			out = append(out, fmt.Sprintf("node %d still running 30 s after SIGTERM", nd.ID))
+			nd.Kill()
+		}
+	}
+	for _, nd := range c.Nodes {
+		for p := range partitions {
+			dir := filepath.Join(nd.DataDir, fmt.Sprintf("%s-%d", topic, p))
+			var files []string
+			for _, pat := range []string{"*.log", "*.index", "*.timeindex"} {
+				m, _ := filepath.Glob(filepath.Join(dir, pat))
+				files = append(files, m...)
+			}
+			for _, mode := range []string{"--index-sanity-check", "--verify-index-only", "--deep-iteration"} {
+				res, err := exec.Command("java", "-cp", cp, "org.apache.kafka.tools.DumpLogSegments",
+					"--files", strings.Join(files, ","), mode).CombinedOutput()
+				text := string(res)
+				if err != nil {
+					out = append(out, fmt.Sprintf("node %d %s-%d %s: %v", nd.ID, topic, p, mode, err))
+					continue
+				}
+				if mode == "--deep-iteration" && !strings.Contains(text, "isvalid: true") {
+					out = append(out, fmt.Sprintf("node %d %s-%d: no valid batch: %.300s", nd.ID, topic, p, text))
+				}
+				for _, bad := range []string{"isvalid: false", "Mismatches", "failed sanity", "Exception", "out of order", "not found"} {
+					if strings.Contains(text, bad) {
+						i := strings.Index(text, bad)
+						out = append(out, fmt.Sprintf("node %d %s-%d %s: %q …%s", nd.ID, topic, p, mode, bad, text[max(0, i-200):min(len(text), i+200)]))
+					}
+				}
+			}
+		}
+	}
+	return out
 }
