@@ -103,6 +103,8 @@ func TestDurability(t *testing.T) {
 
 	if cp := os.Getenv("SLUICE_KAFKA_CLASSPATH"); cp != "" {
 		an.add("dump-log", dumpLogAfterStop(t, c, cp, topic, partitions)...)
+	} else {
+		t.Log("kafka-dump-log not run: set SLUICE_KAFKA_CLASSPATH to Kafka's jars")
 	}
 
 	sent, acked, failed := h.counts()
