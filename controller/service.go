@@ -80,9 +80,10 @@ type Service struct {
 	// leaderID is the last raft leader this node heard of (-1: none).
 	leaderID atomic.Int32
 
-	stop chan struct{}
-	wg   sync.WaitGroup
-	rpc  rpcServer
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	rpc       rpcServer
 }
 
 // active is the active controller's state, owned by the loop goroutine.
@@ -148,14 +149,18 @@ func (s *Service) Store() *RaftStore { return s.store }
 // IsActive reports whether this node is the active controller.
 func (s *Service) IsActive() bool { return s.isActive.Load() }
 
-// Close stops the listener, the loop and the quorum member.
+// Close stops the listener, the loop and the quorum member. Closing again
+// does nothing.
 func (s *Service) Close() error {
-	close(s.stop)
-	s.rpc.close()
-	s.wg.Wait()
-	s.runner.Stop()
-	err := s.tr.Close()
-	return errors.Join(err, s.node.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.rpc.close()
+		s.wg.Wait()
+		s.runner.Stop()
+		err = errors.Join(s.tr.Close(), s.node.Close())
+	})
+	return err
 }
 
 // errNotActive answers events that reach a node that is not (or no
