@@ -234,118 +234,18 @@ func TestHiccupWaitsForTheSession(t *testing.T) {
 	h.wantState("t", 0, "leader 1 isr [1 2] epochs 0/0")
 }
 
-// A newly active controller fences no broker at once for its silence
-// toward the old one (KRaft's rule), but gives each registered broker only
-// a first-contact deadline — a heartbeat interval plus the margin — whose
-// first heartbeat restores a full session. Broker 1 leads t-0; broker 2
-// follows.
-func TestFirstContactAfterFailover(t *testing.T) {
-	cfg := DefaultConfig(cluster)
-	deadline := cfg.HeartbeatIntervalMs + cfg.FirstContactMarginMs // 2500
-	for _, tc := range []struct {
-		name string
-		cfg  func(*Config)
-		// then runs on the new controller from its first Tick on.
-		then   func(h *harness)
-		fenced bool
-		leader int32
-	}{
-		{"silent broker fenced at the deadline", nil, func(h *harness) {
-			h.tick(deadline - 1)
-			h.heartbeat(2, nil)
-			h.tick(1)
-		}, true, 2},
-		{"not a millisecond before", nil, func(h *harness) {
-			h.tick(deadline - 1)
-			h.heartbeat(2, nil)
-		}, false, 1},
-		{"a live broker that heartbeats in time keeps its leaderships", nil, func(h *harness) {
-			h.tick(200)
-			h.heartbeat(1, nil)
-			h.heartbeat(2, nil)
-			h.tick(deadline)
-		}, false, 1},
-		// Slow to find the new controller: its heartbeat interval and all
-		// of the margin, less a millisecond.
-		{"a broker slow to find the new controller, within the margin", nil, func(h *harness) {
-			h.tick(deadline - 1)
-			h.heartbeat(1, nil)
-			h.heartbeat(2, nil)
-			h.tick(cfg.SessionTimeoutMs - 1)
-		}, false, 1},
-		// Heard once, it has a whole session: a later hiccup waits it out.
-		{"after first contact a hiccup waits out the session", nil, func(h *harness) {
-			h.tick(100)
-			h.heartbeat(1, nil)
-			h.tick(cfg.SessionTimeoutMs - 1)
-		}, false, 1},
-		{"and is fenced at its end", nil, func(h *harness) {
-			h.tick(100)
-			h.heartbeat(1, nil)
-			h.heartbeat(2, nil)
-			h.tick(cfg.SessionTimeoutMs - 100)
-			h.heartbeat(2, nil)
-			h.tick(100)
-		}, true, 2},
-		{"a re-registration counts as first contact", nil, func(h *harness) {
-			h.tick(100)
-			h.register(1, 2, nil)
-			h.heartbeat(1, nil)
-			h.heartbeat(2, nil)
-			h.tick(deadline)
-		}, false, 2}, // a restarted process hands its leadership over
-		{"no sooner than the session timeout", func(c *Config) { c.SessionTimeoutMs = 1500 }, func(h *harness) {
-			h.tick(1499)
-			h.heartbeat(2, nil)
-			h.tick(1)
-		}, true, 2},
-		{"without a heartbeat interval, a full session (KRaft's rule)", func(c *Config) { c.HeartbeatIntervalMs = 0 }, func(h *harness) {
-			h.tick(deadline)
-			h.heartbeat(2, nil)
-			h.tick(cfg.SessionTimeoutMs - deadline - 1)
-		}, false, 1},
-		// The old controller's heartbeat connections are not this one's:
-		// a close seen now for an unheard broker fences after the grace.
-		{"a closed connection still fences after the grace", nil, func(h *harness) {
-			h.c.ConnectionLost(1, h.epoch(1), h.now)
-			h.tick(cfg.ConnectionLostGraceMs)
-		}, true, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t)
-			h.brokers(2)
-			h.topic("t", ints(1, 2))
-			h.now += 60_000 // the old controller heard them a minute ago
-			ncfg := h.c.cfg
-			if tc.cfg != nil {
-				tc.cfg(&ncfg)
-			}
-			h.c = New(ncfg)
-			if res := h.tick(0); len(res.Records) != 0 {
-				t.Fatalf("new controller fenced at once: %v", res.Records)
-			}
-			tc.then(h)
-			if br, _ := h.img.Broker(1); br.Fenced != tc.fenced {
-				t.Errorf("fenced %v, want %v", br.Fenced, tc.fenced)
-			}
-			if lead := h.part("t", 0).Leader; lead != tc.leader {
-				t.Errorf("leader %d, want %d", lead, tc.leader)
-			}
-		})
-	}
-}
-
-// The first Tick of a new controller times the first-contact deadline.
-func TestFirstContactNextTick(t *testing.T) {
+// A newly active controller gives every broker a fresh session, so a
+// failover never fences the brokers that heartbeated to the old one.
+func TestFailoverStartsFreshSessions(t *testing.T) {
 	h := newHarness(t)
 	h.brokers(2)
 	h.now += 60_000
 	h.c = New(h.c.cfg)
-	h.tick(0)
-	want := h.now + h.c.cfg.HeartbeatIntervalMs + h.c.cfg.FirstContactMarginMs
-	if next := h.c.NextTickMs(); next != want {
-		t.Errorf("next tick at %d, want %d", next, want)
+	if res := h.tick(0); len(res.Records) != 0 {
+		t.Fatalf("new controller fenced at once: %v", res.Records)
 	}
+	h.tick(h.c.cfg.SessionTimeoutMs)
+	h.wantBroker(1, true, false)
 }
 
 func TestControlledShutdown(t *testing.T) {

@@ -21,15 +21,6 @@ type Config struct {
 	// connection closed may take to re-register or heartbeat before it is
 	// fenced (the fast path of docs/cluster.md).
 	ConnectionLostGraceMs int64
-	// HeartbeatIntervalMs is broker.heartbeat.interval.ms (Kafka: 2000).
-	// With FirstContactMarginMs it sets the first-contact deadline: a
-	// broker this controller has not heard from yet (it just became
-	// active) is fenced HeartbeatIntervalMs+FirstContactMarginMs after
-	// the controller first sees it, or SessionTimeoutMs if that is
-	// sooner; its first heartbeat or registration gives it a full
-	// session. 0 gives unheard brokers a full session (KRaft's rule).
-	HeartbeatIntervalMs  int64
-	FirstContactMarginMs int64
 	// UncleanLeaderElection is the broker default of
 	// unclean.leader.election.enable; a topic's ConfigRecord, or the
 	// cluster-wide broker config in the image, overrides it.
@@ -43,7 +34,6 @@ type Config struct {
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig(clusterID string) Config {
 	return Config{ClusterID: clusterID, SessionTimeoutMs: 9000, ConnectionLostGraceMs: 500,
-		HeartbeatIntervalMs: 2000, FirstContactMarginMs: 500,
 		DefaultPartitions: 1, DefaultReplicationFactor: 1}
 }
 
@@ -66,8 +56,8 @@ type session struct {
 	// epoch is the broker epoch this session times.
 	epoch int64
 	// deadlineMs is when the session expires: the last heartbeat (or the
-	// registration) plus SessionTimeoutMs; until this controller has
-	// heard from the broker, its first sight of it plus firstContactMs.
+	// registration, or this controller's first sight of the broker) plus
+	// SessionTimeoutMs.
 	deadlineMs int64
 	// lostAtMs is when the broker's heartbeat connection closed, or
 	// connectionOpen. A heartbeat or registration reopens it.
@@ -89,40 +79,18 @@ func New(cfg Config) *Controller {
 	return &Controller{cfg: cfg, sessions: map[int32]*session{}}
 }
 
-// session returns the session of broker br, starting one that expires
-// at the first-contact deadline if there is none for this registration.
+// session returns the session of broker br, starting one that expires a
+// full timeout from now if there is none for this registration.
 func (c *Controller) session(br metadata.BrokerImage, nowMs int64) *session {
 	s := c.sessions[br.ID]
 	if s == nil || s.epoch != br.Epoch {
-		s = c.firstSight(br.Epoch, nowMs)
+		s = &session{epoch: br.Epoch, deadlineMs: nowMs + c.cfg.SessionTimeoutMs, lostAtMs: connectionOpen}
 		c.sessions[br.ID] = s
 	}
 	return s
 }
 
-// firstSight starts the session of a registration this controller has
-// not heard from: a newly active controller's view of every broker. A
-// live broker finds the new controller within a heartbeat interval of
-// its election (its next heartbeat fails on the old controller's
-// connection and it tries the other voters at once; brokers also
-// heartbeat as soon as they see their controller change), so it is heard
-// by the deadline and gets a full session; a broker that died with the
-// old controller, whose close no connection to this one reports, is
-// fenced at the deadline instead of a whole session later.
-func (c *Controller) firstSight(epoch, nowMs int64) *session {
-	return &session{epoch: epoch, deadlineMs: nowMs + c.firstContactMs(), lostAtMs: connectionOpen}
-}
-
-// firstContactMs is how long an unheard broker has to heartbeat.
-func (c *Controller) firstContactMs() int64 {
-	if c.cfg.HeartbeatIntervalMs <= 0 {
-		return c.cfg.SessionTimeoutMs
-	}
-	return min(c.cfg.SessionTimeoutMs, c.cfg.HeartbeatIntervalMs+c.cfg.FirstContactMarginMs)
-}
-
-// touch records a sign of life from broker br at nowMs: a full session
-// from now.
+// touch records a sign of life from broker br at nowMs.
 func (c *Controller) touch(br metadata.BrokerImage, nowMs int64) {
 	s := c.session(br, nowMs)
 	s.deadlineMs = max(s.deadlineMs, nowMs+c.cfg.SessionTimeoutMs)
@@ -173,7 +141,7 @@ func (c *Controller) NextTickMs() int64 {
 func (c *Controller) ConnectionLost(id int32, epoch int64, nowMs int64) {
 	s := c.sessions[id]
 	if s == nil {
-		s = c.firstSight(epoch, nowMs)
+		s = &session{epoch: epoch, deadlineMs: nowMs + c.cfg.SessionTimeoutMs, lostAtMs: connectionOpen}
 		c.sessions[id] = s
 	}
 	if s.epoch == epoch {

@@ -18,15 +18,9 @@
 //
 //   - sessions: per broker, when its session expires (last heartbeat +
 //     broker.session.timeout.ms) and when its heartbeat connection closed.
-//     A controller that becomes active does not fence a broker for
-//     silence toward the old controller (KRaft's rule), but it does not
-//     give an unheard broker a whole session either: at its first Tick
-//     each registered broker gets a first-contact deadline, a heartbeat
-//     interval plus a margin (2.5 s by default), and its first heartbeat
-//     or registration restores a full session. Live brokers find the new
-//     controller well within that; a broker that died with the old
-//     controller, which no closed connection to this one reports, is
-//     fenced at the deadline rather than a session later.
+//     A controller that becomes active gives every registered broker a
+//     fresh session at its first Tick, as KRaft does, so a failover never
+//     fences a broker that was heartbeating to the old controller.
 //
 // # Calling it
 //

@@ -80,6 +80,13 @@ type Service struct {
 	// leaderID is the last raft leader this node heard of (-1: none).
 	leaderID atomic.Int32
 
+	// voters tracks the raft connections other voters opened here, so
+	// that on becoming active this node knows which died (voters.go).
+	voters struct {
+		sync.Mutex
+		conns voterConns
+	}
+
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
@@ -108,6 +115,7 @@ func StartService(cfg ServiceConfig) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "controller"), events: make(chan func(*active), 256),
 		leadership: make(chan uint64, 16), stop: make(chan struct{})}
 	s.leaderID.Store(-1)
+	s.voters.conns = newVoterConns()
 	s.raftLn = newConnListener(cfg.Listener.Addr())
 	s.tr = quorum.NewTCPTransportOn(uint64(cfg.NodeID), cfg.ClusterID, s.raftLn, s.log,
 		func(m *pb.Message) { s.runner.Deliver(m) },
@@ -243,6 +251,7 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 		return nil
 	}
 	a = &active{s: s, ctrl: New(s.cfg.Decide), lastRebalance: time.Now()}
+	s.suspectLostVoters(a)
 	if s.store.Image().ClusterID() == "" {
 		if err := a.commit([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}); err != nil {
 			s.log.Warn("cannot record the cluster id", "err", err)
@@ -252,6 +261,36 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 	s.isActive.Store(true)
 	s.log.Info("active controller", "node", s.cfg.NodeID, "offset", s.store.NextOffset())
 	return a
+}
+
+// suspectLostVoters hands a newly active controller the voters whose
+// processes died (their raft connections here were closed by their
+// kernel and none reopened): their brokers are fenced after the
+// connection-lost grace unless heard from, instead of a whole session
+// later. This is what moves the partitions of a node that died together
+// with the old controller.
+func (s *Service) suspectLostVoters(a *active) {
+	s.voters.Lock()
+	lost := s.voters.conns.lost()
+	s.voters.Unlock()
+	delete(lost, s.cfg.NodeID)
+	if ids := a.ctrl.VotersLost(s.store.Image(), lost); len(ids) > 0 {
+		s.log.Info("voters gone with their process; fencing their brokers after the grace unless they heartbeat", "brokers", ids)
+	}
+}
+
+// voterOpened and voterClosed track the raft connections of other voters.
+func (s *Service) voterOpened(id int32) {
+	s.voters.Lock()
+	s.voters.conns.opened(id)
+	s.voters.Unlock()
+}
+
+func (s *Service) voterClosed(id int32, byPeer bool) {
+	now := time.Now().UnixMilli()
+	s.voters.Lock()
+	s.voters.conns.closed(id, byPeer, now)
+	s.voters.Unlock()
 }
 
 // commit proposes recs and waits for them to commit. A failure (the

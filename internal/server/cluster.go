@@ -36,7 +36,6 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	}
 	decide := controller.DefaultConfig(clusterID)
 	decide.SessionTimeoutMs = cfg.BrokerSessionTimeout.Milliseconds()
-	decide.HeartbeatIntervalMs = cfg.BrokerHeartbeatInterval.Milliseconds()
 	decide.UncleanLeaderElection = cfg.UncleanLeaderElection
 	decide.DefaultPartitions = cfg.NumPartitions
 	decide.DefaultReplicationFactor = int16(cfg.DefaultReplicationFactor)

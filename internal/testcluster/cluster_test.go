@@ -116,11 +116,11 @@ func produceConsume(t *testing.T, c *Cluster, topic string, partition int32) {
 // TestControllerLeaderKilled: SIGKILL the active controller; the quorum
 // elects another and topics can still be created.
 //
-// The killed node also led partitions: no connection to the new
-// controller closes for it, so they move at the first-contact deadline a
-// newly active controller gives brokers it has not heard from
-// (broker.heartbeat.interval.ms + 500 ms, here 1.5 s; docs/cluster.md)
-// rather than after broker.session.timeout.ms (4 s).
+// The killed node also led partitions: a newly active controller gives
+// every broker a fresh session (KRaft's rule, so a failover never fences a
+// live broker), so those move only after broker.session.timeout.ms (here
+// 4 s) — the connection-lost fast path needs the connection to the
+// controller that is still alive.
 func TestControllerLeaderKilled(t *testing.T) {
 	c := Start(t, 3, Options{Extra: []string{"broker.session.timeout.ms=4000", "broker.heartbeat.interval.ms=1000"}})
 	adm := kadm.NewClient(c.Client())
