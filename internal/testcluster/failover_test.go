@@ -86,3 +86,34 @@ func TestBrokerPausedBriefly(t *testing.T) {
 		t.Errorf("active controller moved from %d to %d", active, got)
 	}
 }
+
+// TestControllerPausedBriefly: the active controller, SIGSTOPped for 3 s
+// (below broker.session.timeout.ms, 9 s, and long enough for the quorum
+// to elect another), closes no connection: the new controller gives its
+// broker a full session, it resumes, finds the new controller and keeps
+// every leadership — only a closed connection fences early.
+func TestControllerPausedBriefly(t *testing.T) {
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "controller-paused", 3, 3)
+	var active int32
+	c.WaitFor(10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	survivor := c.Node(active%3 + 1)
+	var leaders map[int32]int32
+	c.WaitFor(10*time.Second, "leaders", func() bool {
+		leaders, _ = topicLeaders(t, c, survivor, "controller-paused")
+		return len(leaders) == 3 && leaders[0] >= 0 && leaders[1] >= 0 && leaders[2] >= 0
+	})
+	c.Node(active).Pause()
+	var next int32
+	c.WaitFor(10*time.Second, "a new active controller", func() bool { next = c.ActiveController(); return next > 0 && next != active })
+	time.Sleep(3 * time.Second)
+	c.Node(active).Resume()
+	time.Sleep(4 * time.Second) // two heartbeat intervals and more
+	after, _ := topicLeaders(t, c, survivor, "controller-paused")
+	for p, l := range leaders {
+		if after[p] != l {
+			t.Errorf("controller-paused-%d moved from %d to %d after the active controller %d was paused (now %d)", p, l, after[p], active, next)
+		}
+	}
+}
