@@ -11,9 +11,9 @@ import (
 // controller and the leader of a partition, with Kafka's default
 // broker.session.timeout.ms (9 s) and broker.heartbeat.interval.ms (2 s).
 // No broker was heartbeating to the new controller when the node died, so
-// no connection close tells it the node is gone; the first-contact
-// deadline a newly active controller gives every broker (controller.Tick)
-// is what fences it. The time from the kill to the new leader in the
+// no heartbeat connection's close tells it the node is gone; the killed
+// voter's raft connections closing does (controller/voters.go). Before
+// that, its partitions waited out a whole session (≈9.6 s). The time from the kill to the new leader in the
 // image is logged, not asserted (STYLE.md: no timing assertions). The
 // survivors, which switch controllers, keep every leadership they had.
 func TestControllerAndLeaderKilled(t *testing.T) {
