@@ -78,8 +78,8 @@ func (l *line) drop() {
 // controller after failing on the one it used (it died, or answered
 // NOT_CONTROLLER): the controller may have changed. A broker heartbeats
 // at once then, rather than at its next interval, so a newly active
-// controller hears every live broker well before its first-contact
-// deadline. Signals do not queue beyond one.
+// controller hears at once from every live broker, a suspected one
+// included (voters.go). Signals do not queue beyond one.
 func (c *Client) Switched() <-chan struct{} { return c.switched }
 
 // ErrNoController is returned when no controller answered as active

@@ -271,10 +271,10 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 // with the old controller.
 func (s *Service) suspectLostVoters(a *active) {
 	s.voters.Lock()
-	lost := s.voters.conns.lost()
+	losses := s.voters.conns.losses()
 	s.voters.Unlock()
-	delete(lost, s.cfg.NodeID)
-	if ids := a.ctrl.VotersLost(s.store.Image(), lost); len(ids) > 0 {
+	delete(losses, s.cfg.NodeID)
+	if ids := a.ctrl.VotersLost(s.store.Image(), losses, time.Now().UnixMilli()); len(ids) > 0 {
 		s.log.Info("voters gone with their process; fencing their brokers after the grace unless they heartbeat", "brokers", ids)
 	}
 }
@@ -287,9 +287,9 @@ func (s *Service) voterOpened(id int32) {
 }
 
 func (s *Service) voterClosed(id int32, byPeer bool) {
-	now := time.Now().UnixMilli()
+	now, logEnd := time.Now().UnixMilli(), s.store.NextOffset()
 	s.voters.Lock()
-	s.voters.conns.closed(id, byPeer, now)
+	s.voters.conns.closed(id, byPeer, now, logEnd)
 	s.voters.Unlock()
 }
 

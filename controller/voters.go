@@ -28,60 +28,74 @@ import (
 // has anything to send (its vote for the new leader, or its answers to
 // it), which clears the suspicion.
 
+// VoterLoss is when a voter's process went: the time its last raft
+// connection here was closed by its peer, and this node's metadata log
+// end then. A broker registration at or after LogEnd was made after the
+// loss, by a restarted process, and is not suspected.
+type VoterLoss struct {
+	AtMs   int64
+	LogEnd int64
+}
+
 // voterConns tracks the raft connections other voters opened to this
 // node. Not safe for concurrent use; the Service guards it.
 type voterConns struct {
 	// open counts open inbound connections by voter.
 	open map[int32]int
-	// lostAtMs is when voter id's last open connection was closed by its
-	// peer. Invariant: an id in lostAtMs has no open connection.
-	lostAtMs map[int32]int64
+	// lost holds the voters whose last open connection was closed by its
+	// peer. Invariant: a voter in lost has no open connection.
+	lost map[int32]VoterLoss
 }
 
 func newVoterConns() voterConns {
-	return voterConns{open: map[int32]int{}, lostAtMs: map[int32]int64{}}
+	return voterConns{open: map[int32]int{}, lost: map[int32]VoterLoss{}}
 }
 
 // opened records a new inbound connection from voter id: it is alive.
 func (v *voterConns) opened(id int32) {
 	v.open[id]++
-	delete(v.lostAtMs, id)
+	delete(v.lost, id)
 }
 
 // closed records the end of a connection from voter id, closed by the
-// peer (byPeer) or by this node.
-func (v *voterConns) closed(id int32, byPeer bool, nowMs int64) {
+// peer (byPeer) or by this node, at nowMs with the log ending at logEnd.
+func (v *voterConns) closed(id int32, byPeer bool, nowMs, logEnd int64) {
 	v.open[id]--
 	if v.open[id] > 0 {
 		return
 	}
 	delete(v.open, id)
 	if byPeer {
-		v.lostAtMs[id] = nowMs
+		v.lost[id] = VoterLoss{AtMs: nowMs, LogEnd: logEnd}
 	}
 }
 
-// lost returns the voters whose process is gone, with when it went.
-func (v *voterConns) lost() map[int32]int64 {
-	out := make(map[int32]int64, len(v.lostAtMs))
-	for id, at := range v.lostAtMs {
-		out[id] = at
+// losses returns the voters whose process is gone.
+func (v *voterConns) losses() map[int32]VoterLoss {
+	out := make(map[int32]VoterLoss, len(v.lost))
+	for id, l := range v.lost {
+		out[id] = l
 	}
 	return out
 }
 
 // VotersLost tells a newly active controller which voters' processes
-// are gone and since when (lostAtMs): each one's broker registration, if
-// unfenced, is treated as a heartbeat connection lost at that time, so
-// the next Tick past the grace fences it unless it has heartbeated or
-// registered since. It returns the brokers it suspects.
-func (c *Controller) VotersLost(img metadata.Image, lostAtMs map[int32]int64) []int32 {
+// are gone: each one's broker registration is treated as a heartbeat
+// connection lost at the time of the loss, so the next Tick past the
+// grace fences it unless it has heartbeated or registered since. Left
+// alone are brokers fenced or not registered, registrations newer than
+// the loss (a restarted process), and losses older than a session (the
+// controller active then had the broker's own connection to see close).
+// It returns the brokers it suspects.
+func (c *Controller) VotersLost(img metadata.Image, losses map[int32]VoterLoss, nowMs int64) []int32 {
 	var out []int32
-	for id, at := range lostAtMs {
-		if br, ok := img.Broker(id); ok && !br.Fenced {
-			c.ConnectionLost(id, br.Epoch, at)
-			out = append(out, id)
+	for id, l := range losses {
+		br, ok := img.Broker(id)
+		if !ok || br.Fenced || br.Epoch >= l.LogEnd || l.AtMs < nowMs-c.cfg.SessionTimeoutMs {
+			continue
 		}
+		c.ConnectionLost(id, br.Epoch, l.AtMs)
+		out = append(out, id)
 	}
 	slices.Sort(out)
 	return out

@@ -33,12 +33,16 @@ func TestVoterConns(t *testing.T) {
 				case "open":
 					v.opened(s.id)
 				case "fin":
-					v.closed(s.id, true, s.atMs)
+					v.closed(s.id, true, s.atMs, 50)
 				case "local":
-					v.closed(s.id, false, s.atMs)
+					v.closed(s.id, false, s.atMs, 50)
 				}
 			}
-			if got := v.lost(); !maps.Equal(got, tc.want) {
+			got := map[int32]int64{}
+			for id, l := range v.losses() {
+				got[id] = l.AtMs
+			}
+			if !maps.Equal(got, tc.want) {
 				t.Errorf("lost %v, want %v", got, tc.want)
 			}
 		})
@@ -91,15 +95,15 @@ func TestVotersLostAfterFailover(t *testing.T) {
 			h.topic("t", ints(1, 2))
 			h.now += 60_000 // the old controller heard them a minute ago
 			h.c = New(h.c.cfg)
-			lost := map[int32]int64{}
+			lost := map[int32]VoterLoss{}
 			if tc.lostAgoMs >= 0 {
-				lost[1] = h.now - tc.lostAgoMs
+				lost[1] = VoterLoss{AtMs: h.now - tc.lostAgoMs, LogEnd: h.next}
 			}
 			want := []int32{}
 			if tc.lostAgoMs >= 0 {
 				want = []int32{1}
 			}
-			if got := h.c.VotersLost(h.img, lost); !slices.Equal(append([]int32{}, got...), want) {
+			if got := h.c.VotersLost(h.img, lost, h.now); !slices.Equal(append([]int32{}, got...), want) {
 				t.Errorf("suspected %v, want %v", got, want)
 			}
 			tc.then(h)
@@ -116,13 +120,28 @@ func TestVotersLostAfterFailover(t *testing.T) {
 	}
 }
 
-// Fenced or unregistered voters are not suspected again.
-func TestVotersLostSkipsFencedAndUnknown(t *testing.T) {
+// Not suspected: a fenced broker, an unregistered one, a registration
+// made after the loss (the process restarted and registered while another
+// controller was active), a loss older than a session.
+func TestVotersLostSkips(t *testing.T) {
 	h := newHarness(t)
-	h.brokers(2)
+	h.brokers(3)
 	h.heartbeat(2, func(r *Heartbeat) { r.WantFence = true })
+	lossBefore := h.next
+	h.register(3, 2, nil) // restarted after the loss
+	h.heartbeat(3, nil)
+	h.now += 60_000
 	h.c = New(h.c.cfg)
-	if got := h.c.VotersLost(h.img, map[int32]int64{2: h.now, 7: h.now}); len(got) != 0 {
+	losses := map[int32]VoterLoss{
+		1: {AtMs: h.now - h.c.cfg.SessionTimeoutMs - 1, LogEnd: h.next},
+		2: {AtMs: h.now, LogEnd: h.next},
+		3: {AtMs: h.now - 1000, LogEnd: lossBefore},
+		7: {AtMs: h.now, LogEnd: h.next},
+	}
+	if got := h.c.VotersLost(h.img, losses, h.now); len(got) != 0 {
 		t.Errorf("suspected %v", got)
 	}
+	h.tick(h.c.cfg.ConnectionLostGraceMs)
+	h.wantBroker(1, false, false)
+	h.wantBroker(3, false, false)
 }

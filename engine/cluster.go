@@ -221,9 +221,8 @@ func (l *clusterLink) awaitImage(ctx context.Context, ok func(metadata.Image) bo
 
 // heartbeats registers, then heartbeats until the broker closes or the
 // controller lets it shut down. It heartbeats early when nudged, and when
-// the link reports that the controller may have changed: a newly active
-// controller fences a broker it has not heard from within a heartbeat
-// interval and a margin (controller.Config.FirstContactMarginMs).
+// the link reports that the controller may have changed, so a newly
+// active controller hears from it at once.
 func (l *clusterLink) heartbeats() {
 	defer l.b.wg.Done()
 	var switched <-chan struct{}
