@@ -42,8 +42,9 @@ func TestControllerAndLeaderKilled(t *testing.T) {
 	var newLeader int32
 	c.WaitFor(20*time.Second, "a new leader of the killed node's partition", func() bool {
 		l, _ := topicLeaders(t, c, survivor, "both-killed")
-		newLeader = l[part]
-		return newLeader >= 0 && newLeader != active
+		var ok bool
+		newLeader, ok = l[part] // absent when the Metadata request failed
+		return ok && newLeader >= 0 && newLeader != active
 	})
 	t.Logf("SIGKILL of node %d (active controller, leader of both-killed-%d) → leader %d in the image after %v (broker.session.timeout.ms 9000)",
 		active, part, newLeader, time.Since(start).Round(time.Millisecond))
