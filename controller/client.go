@@ -23,6 +23,9 @@ import (
 type Client struct {
 	addrs []string
 	lines [lineCount]line
+	// switched holds a signal when a line reached the active controller
+	// after failing on another (see Switched).
+	switched chan struct{}
 }
 
 // Line names one of the client's connections.
@@ -50,7 +53,7 @@ type line struct {
 // NewClient returns a client of the controllers at addrs (host:port of
 // their CONTROLLER listeners).
 func NewClient(addrs []string) *Client {
-	c := &Client{addrs: addrs}
+	c := &Client{addrs: addrs, switched: make(chan struct{}, 1)}
 	return c
 }
 
@@ -70,6 +73,14 @@ func (l *line) drop() {
 		l.conn, l.br = nil, nil
 	}
 }
+
+// Switched signals when one of the client's lines has found the active
+// controller after failing on the one it used (it died, or answered
+// NOT_CONTROLLER): the controller may have changed. A broker heartbeats
+// at once then, rather than at its next interval, so a newly active
+// controller hears at once from every live broker, a suspected one
+// included (voters.go). Signals do not queue beyond one.
+func (c *Client) Switched() <-chan struct{} { return c.switched }
 
 // ErrNoController is returned when no controller answered as active
 // before the context ended.
@@ -131,6 +142,12 @@ func (c *Client) retry(ctx context.Context, ln Line, fn func(l *line) error) err
 	for attempt := 0; ; attempt++ {
 		err := fn(l)
 		if err == nil {
+			if attempt > 0 {
+				select {
+				case c.switched <- struct{}{}:
+				default:
+				}
+			}
 			return nil
 		}
 		last = err

@@ -20,7 +20,10 @@
 //     broker.session.timeout.ms) and when its heartbeat connection closed.
 //     A controller that becomes active gives every registered broker a
 //     fresh session at its first Tick, as KRaft does, so a failover never
-//     fences a broker that was heartbeating to the old controller.
+//     fences a broker that was heartbeating to the old controller — except
+//     the brokers of voters whose process is known to be gone
+//     (VotersLost: their raft connections were closed by their kernel),
+//     which are treated as lost connections (voters.go).
 //
 // # Calling it
 //

@@ -33,6 +33,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -110,6 +111,44 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
 
+// voterConn is a raft connection from another voter, watched for its
+// close (voters.go). The voter's id is the hello's; the transport checks
+// the rest of it.
+type voterConn struct {
+	peekedConn
+	s    *Service
+	id   int32
+	once sync.Once
+}
+
+func newVoterConn(s *Service, c net.Conn, br *bufio.Reader) net.Conn {
+	pc := peekedConn{Conn: c, r: br}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hello, err := br.Peek(16) // frame length, magic, from
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return &pc
+	}
+	vc := &voterConn{peekedConn: pc, s: s, id: int32(binary.BigEndian.Uint64(hello[8:]))}
+	s.voterOpened(vc.id)
+	return vc
+}
+
+// Read reports a close by the peer: EOF (FIN) or a reset.
+func (c *voterConn) Read(b []byte) (int, error) {
+	n, err := c.peekedConn.Read(b)
+	if err != nil {
+		byPeer := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+		c.once.Do(func() { c.s.voterClosed(c.id, byPeer) })
+	}
+	return n, err
+}
+
+func (c *voterConn) Close() error {
+	c.once.Do(func() { c.s.voterClosed(c.id, false) })
+	return c.peekedConn.Close()
+}
+
 // route sends a raft connection to the transport and serves the others.
 func (r *rpcServer) route(s *Service, c net.Conn) {
 	defer r.wg.Done()
@@ -124,7 +163,7 @@ func (r *rpcServer) route(s *Service, c net.Conn) {
 	}
 	if quorum.IsHello(first) {
 		r.untrack(c) // the transport owns it now
-		s.raftLn.hand(&peekedConn{Conn: c, r: br})
+		s.raftLn.hand(newVoterConn(s, c, br))
 		return
 	}
 	defer r.untrack(c)

@@ -80,9 +80,17 @@ type Service struct {
 	// leaderID is the last raft leader this node heard of (-1: none).
 	leaderID atomic.Int32
 
-	stop chan struct{}
-	wg   sync.WaitGroup
-	rpc  rpcServer
+	// voters tracks the raft connections other voters opened here, so
+	// that on becoming active this node knows which died (voters.go).
+	voters struct {
+		sync.Mutex
+		conns voterConns
+	}
+
+	stop      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+	rpc       rpcServer
 }
 
 // active is the active controller's state, owned by the loop goroutine.
@@ -107,6 +115,7 @@ func StartService(cfg ServiceConfig) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "controller"), events: make(chan func(*active), 256),
 		leadership: make(chan uint64, 16), stop: make(chan struct{})}
 	s.leaderID.Store(-1)
+	s.voters.conns = newVoterConns()
 	s.raftLn = newConnListener(cfg.Listener.Addr())
 	s.tr = quorum.NewTCPTransportOn(uint64(cfg.NodeID), cfg.ClusterID, s.raftLn, s.log,
 		func(m *pb.Message) { s.runner.Deliver(m) },
@@ -148,14 +157,18 @@ func (s *Service) Store() *RaftStore { return s.store }
 // IsActive reports whether this node is the active controller.
 func (s *Service) IsActive() bool { return s.isActive.Load() }
 
-// Close stops the listener, the loop and the quorum member.
+// Close stops the listener, the loop and the quorum member. Closing again
+// does nothing.
 func (s *Service) Close() error {
-	close(s.stop)
-	s.rpc.close()
-	s.wg.Wait()
-	s.runner.Stop()
-	err := s.tr.Close()
-	return errors.Join(err, s.node.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.rpc.close()
+		s.wg.Wait()
+		s.runner.Stop()
+		err = errors.Join(s.tr.Close(), s.node.Close())
+	})
+	return err
 }
 
 // errNotActive answers events that reach a node that is not (or no
@@ -238,6 +251,7 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 		return nil
 	}
 	a = &active{s: s, ctrl: New(s.cfg.Decide), lastRebalance: time.Now()}
+	s.suspectLostVoters(a)
 	if s.store.Image().ClusterID() == "" {
 		if err := a.commit([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}); err != nil {
 			s.log.Warn("cannot record the cluster id", "err", err)
@@ -247,6 +261,36 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 	s.isActive.Store(true)
 	s.log.Info("active controller", "node", s.cfg.NodeID, "offset", s.store.NextOffset())
 	return a
+}
+
+// suspectLostVoters hands a newly active controller the voters whose
+// processes died (their raft connections here were closed by their
+// kernel and none reopened): their brokers are fenced after the
+// connection-lost grace unless heard from, instead of a whole session
+// later. This is what moves the partitions of a node that died together
+// with the old controller.
+func (s *Service) suspectLostVoters(a *active) {
+	s.voters.Lock()
+	losses := s.voters.conns.losses()
+	s.voters.Unlock()
+	delete(losses, s.cfg.NodeID)
+	if ids := a.ctrl.VotersLost(s.store.Image(), losses, time.Now().UnixMilli()); len(ids) > 0 {
+		s.log.Info("voters gone with their process; fencing their brokers after the grace unless they heartbeat", "brokers", ids)
+	}
+}
+
+// voterOpened and voterClosed track the raft connections of other voters.
+func (s *Service) voterOpened(id int32) {
+	s.voters.Lock()
+	s.voters.conns.opened(id)
+	s.voters.Unlock()
+}
+
+func (s *Service) voterClosed(id int32, byPeer bool) {
+	now, logEnd := time.Now().UnixMilli(), s.store.NextOffset()
+	s.voters.Lock()
+	s.voters.conns.closed(id, byPeer, now, logEnd)
+	s.voters.Unlock()
 }
 
 // commit proposes recs and waits for them to commit. A failure (the

@@ -187,3 +187,46 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestClientSwitchedOnFailover: a client whose line finds the active
+// controller after its own died signals Switched (a broker heartbeats at
+// once then); calls that succeed where they went do not.
+func TestClientSwitchedOnFailover(t *testing.T) {
+	svcs, addrs := startServices(t, 3)
+	c := NewClient(addrs)
+	defer c.Close()
+	fetch := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := c.FetchMetadata(ctx, 0, 10*time.Millisecond)
+		return err
+	}
+	if err := fetch(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Switched(): // the first try may have met a follower
+	default:
+	}
+	if err := fetch(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Switched():
+		t.Fatal("switched without a failure")
+	default:
+	}
+	for _, s := range svcs {
+		if s.IsActive() {
+			s.Close()
+		}
+	}
+	if err := fetch(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Switched():
+	default:
+		t.Fatal("no switch signalled after the active controller closed")
+	}
+}

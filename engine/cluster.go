@@ -220,9 +220,15 @@ func (l *clusterLink) awaitImage(ctx context.Context, ok func(metadata.Image) bo
 }
 
 // heartbeats registers, then heartbeats until the broker closes or the
-// controller lets it shut down.
+// controller lets it shut down. It heartbeats early when nudged, and when
+// the link reports that the controller may have changed, so a newly
+// active controller hears from it at once.
 func (l *clusterLink) heartbeats() {
 	defer l.b.wg.Done()
+	var switched <-chan struct{}
+	if sw, ok := l.client.(interface{ Switched() <-chan struct{} }); ok {
+		switched = sw.Switched()
+	}
 	for l.ctx.Err() == nil {
 		if l.epoch.Load() < 0 && !l.register() {
 			l.sleep(200 * time.Millisecond)
@@ -232,6 +238,7 @@ func (l *clusterLink) heartbeats() {
 		select {
 		case <-l.ctx.Done():
 		case <-l.nudge:
+		case <-switched:
 		case <-time.After(l.heartbeatInterval()):
 		}
 	}

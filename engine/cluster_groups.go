@@ -16,16 +16,7 @@ import (
 )
 
 func newClusterGroupCoordinator(b *Broker) *groupCoordinator {
-	cfg := &b.cfg
-	return &groupCoordinator{group.New(group.Config{
-		Partitions:            cfg.OffsetsTopicPartitions,
-		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
-		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
-		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
-		MaxSize:               cfg.GroupMaxSize,
-		OffsetsRetention:      cfg.OffsetsRetention,
-		Log:                   b.log,
-	})}
+	return &groupCoordinator{group.New(b.groupConfig(b.cfg.OffsetsTopicPartitions))}
 }
 
 // syncGroups loads the offsets partitions this broker leads in img and

@@ -22,23 +22,29 @@ type groupCoordinator struct {
 	*group.Coordinator
 }
 
-func newGroupCoordinator(b *Broker) (*groupCoordinator, error) {
-	t, err := b.offsetsTopic()
-	if err != nil {
-		return nil, err
-	}
-	parts := t.Partitions()
+// groupConfig is the coordinator's configuration for an offsets topic of
+// the given partition count.
+func (b *Broker) groupConfig(partitions int32) group.Config {
 	cfg := &b.cfg
-	c := &groupCoordinator{group.New(group.Config{
-		// The topic's own count: it was fixed when the topic was created.
-		Partitions:            int32(len(parts)),
+	return group.Config{
+		Partitions:            partitions,
 		InitialRebalanceDelay: cfg.GroupInitialRebalanceDelay,
 		MinSessionTimeout:     cfg.GroupMinSessionTimeout,
 		MaxSessionTimeout:     cfg.GroupMaxSessionTimeout,
 		MaxSize:               cfg.GroupMaxSize,
 		OffsetsRetention:      cfg.OffsetsRetention,
 		Log:                   b.log,
-	})}
+	}
+}
+
+func newGroupCoordinator(b *Broker) (*groupCoordinator, error) {
+	t, err := b.offsetsTopic()
+	if err != nil {
+		return nil, err
+	}
+	parts := t.Partitions()
+	// The topic's own count: it was fixed when the topic was created.
+	c := &groupCoordinator{group.New(b.groupConfig(int32(len(parts))))}
 	start, groups := time.Now(), 0
 	for _, p := range parts {
 		// One replica: everything in the log is committed.

@@ -116,11 +116,10 @@ func produceConsume(t *testing.T, c *Cluster, topic string, partition int32) {
 // TestControllerLeaderKilled: SIGKILL the active controller; the quorum
 // elects another and topics can still be created.
 //
-// The killed node also led partitions: a newly active controller gives
-// every broker a fresh session (KRaft's rule, so a failover never fences a
-// live broker), so those move only after broker.session.timeout.ms (here
-// 4 s) — the connection-lost fast path needs the connection to the
-// controller that is still alive.
+// The killed node also led partitions: the new controller saw the killed
+// voter's raft connections close, so it fences its broker at once
+// (controller/voters.go) rather than after broker.session.timeout.ms
+// (here 4 s); TestControllerAndLeaderKilled measures it with defaults.
 func TestControllerLeaderKilled(t *testing.T) {
 	c := Start(t, 3, Options{Extra: []string{"broker.session.timeout.ms=4000", "broker.heartbeat.interval.ms=1000"}})
 	adm := kadm.NewClient(c.Client())
