@@ -1,0 +1,202 @@
+package engine
+
+// The replication side of Partition: what a leader records of its
+// followers' fetches (which moves the high watermark and proposes ISR
+// changes) and what a follower does with its leader's answers (truncate by
+// leader epoch, append the fetched batches, take the leader's high
+// watermark). The decisions are replication.Leader's and
+// replication.Follower's; these methods feed them under p.mu and carry
+// out what they return. The replica fetchers (replica_fetcher.go) call
+// the follower half.
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/sluice-broker/sluice/replication"
+	"github.com/sluice-broker/sluice/storage"
+)
+
+// ---- replication: the leader's side ----
+
+// followerFetched records that follower replica fetched from offset (its
+// log end) at nowMs: the Leader may move the high watermark (waking
+// acks=all produces and parked consumer fetches) and may propose adding
+// the follower to the ISR.
+func (p *Partition) followerFetched(replica int32, offset, nowMs int64) {
+	p.mu.Lock()
+	l := p.mu.leader
+	if l == nil {
+		p.mu.Unlock()
+		return
+	}
+	_, expand := l.OnFollowerFetch(replica, offset, nowMs)
+	moved, due := p.moveHighWatermarkLocked()
+	p.mu.Unlock()
+	p.released(moved, due)
+	p.proposeISR(expand)
+}
+
+// tickISR looks for in-sync followers that have lagged for
+// replica.lag.time.max.ms and proposes their removal.
+func (p *Partition) tickISR(nowMs int64) {
+	p.mu.Lock()
+	var shrink *replication.ISRProposal
+	if l := p.mu.leader; l != nil {
+		shrink = l.Tick(nowMs)
+	}
+	p.mu.Unlock()
+	p.proposeISR(shrink)
+}
+
+// proposeISR sends an ISR change to the controller; the Leader acts on it
+// when an image carries it (applyImage).
+func (p *Partition) proposeISR(prop *replication.ISRProposal) {
+	if prop != nil && p.replicas != nil {
+		p.replicas.alterPartition(p, prop)
+	}
+}
+
+// isrRejected drops prop if it is still the pending proposal.
+func (p *Partition) isrRejected(prop *replication.ISRProposal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.mu.leader; l != nil && l.Pending() == prop {
+		l.OnISRRejected()
+	}
+}
+
+// ISR is the committed in-sync replica set while this broker leads (nil
+// otherwise).
+func (p *Partition) ISR() []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.mu.leader; l != nil {
+		return slices.Clone(l.ISR())
+	}
+	return nil
+}
+
+// ---- replication: the follower's side ----
+
+// followPosition is what a replica fetcher asks of a followed partition.
+type followPosition struct {
+	epoch      int32 // the leader epoch followed
+	truncating bool  // waiting for OffsetForLeaderEpoch(askEpoch)
+	askEpoch   int32
+	offset     int64 // next offset to fetch (not truncating)
+}
+
+// followPosition returns where the fetcher of broker leader stands with p;
+// false when p does not follow leader any more.
+func (p *Partition) followPosition(leader int32) (followPosition, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.mu.follower
+	if f == nil || f.Leader != leader {
+		return followPosition{}, false
+	}
+	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(), offset: f.FetchOffset()}
+	return pos, true
+}
+
+// followerLocked returns the follower state if p still follows leader at
+// epoch (the fetcher's view may be one image behind).
+func (p *Partition) followerLocked(leader, epoch int32) *replication.Follower {
+	if f := p.mu.follower; f != nil && f.Leader == leader && f.Epoch == epoch {
+		return f
+	}
+	return nil
+}
+
+// onEpochEndOffset takes the leader's OffsetForLeaderEpoch answer and
+// truncates the log where the histories part.
+func (p *Partition) onEpochEndOffset(leader, epoch, leaderEpoch int32, endOffset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil || f.Phase() != replication.Truncating {
+		return nil
+	}
+	return p.stepLocked(f, f.OnEpochEndOffset(leaderEpoch, endOffset, p.log, p.log.HighWatermark()))
+}
+
+// onDivergingEpoch handles a fetch answer naming where the log diverges.
+func (p *Partition) onDivergingEpoch(leader, epoch, divEpoch int32, divEnd int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil {
+		return nil
+	}
+	return p.stepLocked(f, f.OnDivergingEpoch(divEpoch, divEnd, p.log, p.log.HighWatermark()))
+}
+
+// onFetchOutOfRange handles OFFSET_OUT_OF_RANGE for the fetch offset.
+func (p *Partition) onFetchOutOfRange(leader, epoch int32, leaderLogStart int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil {
+		return nil
+	}
+	return p.stepLocked(f, f.OnOutOfRange(leaderLogStart, p.log.HighWatermark(), p.log))
+}
+
+// appendFetched appends what the leader returned for fetchOffset and
+// takes its high watermark and log start (records the leader deleted go
+// here too, as in Kafka). Batches that do not continue the log (the
+// fetcher's view was stale) send the follower back to truncation.
+func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.followerLocked(leader, epoch)
+	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset {
+		return nil
+	}
+	if len(records) > 0 {
+		if err := followerAppend(p.log, records); err != nil {
+			if errors.Is(err, storage.ErrUnexpectedAppendOffset) {
+				return p.stepLocked(f, f.OnOutOfRange(p.LogStartOffset(), p.log.HighWatermark(), p.log))
+			}
+			return err
+		}
+	}
+	p.log.SetHighWatermark(f.OnFetched(p.log.LogEndOffset(), leaderHW))
+	if leaderLogStart > p.log.LogStartOffset() && leaderLogStart <= p.log.HighWatermark() {
+		if _, err := p.log.DeleteRecordsBefore(leaderLogStart); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stepLocked does what the follower state machine asks of the log.
+func (p *Partition) stepLocked(f *replication.Follower, s replication.Step) error {
+	var err error
+	switch {
+	case s.ResetTo >= 0:
+		err = followerReset(p.log, s.ResetTo)
+	case s.TruncateTo >= 0:
+		err = followerTruncate(p.log, s.TruncateTo)
+	}
+	if err != nil {
+		return err
+	}
+	if s.FetchFrom >= 0 {
+		// A cut inside a batch leaves the log end at that batch's base.
+		f.OnFetched(p.log.LogEndOffset(), p.log.HighWatermark())
+	}
+	return nil
+}
+
+// The storage calls of follower replication, in one place.
+
+func followerAppend(l *storage.Log, records []byte) error {
+	_, err := l.AppendAsFollower(records)
+	return err
+}
+
+func followerTruncate(l *storage.Log, offset int64) error { return l.TruncateTo(offset) }
+
+func followerReset(l *storage.Log, offset int64) error { return l.TruncateFullyAndStartAt(offset) }
