@@ -28,15 +28,14 @@ package engine
 // broker's replica fetcher for its leader drives (replica_fetcher.go).
 // highWatermarkTarget is the Leader's high watermark, which moves on
 // appends and on follower fetches (followerFetched, partition_replica.go);
-// advanceHighWatermark
-// stays the one place that publishes it and wakes parked fetches and
-// acks=all produces. checkMinInsync refuses an acks=all append when the
-// committed ISR is smaller than min.insync.replicas, and a waiting acks=all
-// produce is answered by the Leader's AcksAllDone. ISR changes the Leader
-// proposes go to the controller (cluster_link.go) and take effect only when
-// a later image carries them. A follower refuses client appends and reads;
-// becoming one releases every acks=all produce still waiting, with
-// NOT_LEADER_OR_FOLLOWER, as Kafka does.
+// advanceHighWatermark stays the one place that publishes it and wakes
+// parked fetches and acks=all produces. checkMinInsync refuses an acks=all
+// append when the committed ISR is smaller than min.insync.replicas, and a
+// waiting acks=all produce is answered by the Leader's AcksAllDone. ISR
+// changes the Leader proposes go to the controller (cluster_link.go) and
+// take effect only when a later image carries them. A follower refuses
+// client appends and reads; becoming one releases every acks=all produce
+// still waiting, with NOT_LEADER_OR_FOLLOWER, as Kafka does.
 
 import (
 	"errors"
