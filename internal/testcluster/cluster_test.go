@@ -37,6 +37,14 @@ func topicLeaders(t *testing.T, c *Cluster, nd *Node, topic string) (map[int32]i
 	return leaders, isrs
 }
 
+// ledByOther reports whether leaders (from topicLeaders) shows partition
+// part led by a broker other than from. A failed Metadata request gives a
+// nil map, which must not read as "led by broker 0".
+func ledByOther(leaders map[int32]int32, part, from int32) bool {
+	l, ok := leaders[part]
+	return ok && l >= 0 && l != from
+}
+
 func createTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, rf int16) {
 	t.Helper()
 	resp, err := adm.CreateTopic(ctxT(t, 20*time.Second), partitions, rf, nil, name)
@@ -142,7 +150,7 @@ func TestControllerLeaderKilled(t *testing.T) {
 	if part >= 0 {
 		c.WaitFor(10*time.Second, "a new leader of the killed node's partition", func() bool {
 			l, _ := topicLeaders(t, c, c.Node(next), "before-failover")
-			return l[part] >= 0 && l[part] != active
+			return ledByOther(l, part, active)
 		})
 		t.Logf("its partition before-failover-%d has a new leader after %v (broker.session.timeout.ms 4000)", part, time.Since(start).Round(time.Millisecond))
 	}
@@ -181,7 +189,7 @@ func TestPartitionLeaderKilled(t *testing.T) {
 	c.WaitFor(9*time.Second, "a new leader", func() bool {
 		l, _ := topicLeaders(t, c, c.Node(active), "failover")
 		newLeader = l[part]
-		return newLeader >= 0 && newLeader != victim
+		return ledByOther(l, part, victim)
 	})
 	took := time.Since(start)
 	t.Logf("SIGKILL of broker %d (leader of failover-%d) → leader %d in the image after %v (broker.session.timeout.ms 9000)",
@@ -222,7 +230,7 @@ func TestElectLeaders(t *testing.T) {
 	victim := leaders[part]
 	c.Node(victim).Kill()
 	other := c.Node(active)
-	c.WaitFor(9*time.Second, "a new leader", func() bool { l, _ := topicLeaders(t, c, other, "elect"); return l[part] >= 0 && l[part] != victim })
+	c.WaitFor(9*time.Second, "a new leader", func() bool { l, _ := topicLeaders(t, c, other, "elect"); return ledByOther(l, part, victim) })
 	c.Node(victim).Restart()
 	c.WaitBrokers(3, 30*time.Second)
 	c.WaitFor(30*time.Second, "the restarted replica back in the ISR", func() bool {
@@ -384,12 +392,12 @@ func TestPausedLeader(t *testing.T) {
 	start := time.Now()
 	c.Node(victim).Pause()
 	time.Sleep(1500 * time.Millisecond)
-	if l, _ := topicLeaders(t, c, c.Node(active), "paused"); l[part] != victim {
+	if l, _ := topicLeaders(t, c, c.Node(active), "paused"); ledByOther(l, part, victim) {
 		t.Fatalf("leadership moved %v after a pause of 1.5 s, before the session timeout", time.Since(start))
 	}
 	c.WaitFor(10*time.Second, "a new leader", func() bool {
 		l, _ := topicLeaders(t, c, c.Node(active), "paused")
-		return l[part] >= 0 && l[part] != victim
+		return ledByOther(l, part, victim)
 	})
 	t.Logf("SIGSTOP of broker %d → new leader after %v (broker.session.timeout.ms 3000)", victim, time.Since(start).Round(time.Millisecond))
 	c.Node(victim).Resume()
