@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
 
 // TestDurability is issue 11's durability claim, checked Jepsen-style: RF=3,
@@ -54,7 +55,7 @@ func TestDurability(t *testing.T) {
 	}
 	waitHealed(t, c, topic, partitions, 30*time.Second)
 
-	h := newHistory()
+	h := check.NewHistory()
 	prod := c.Client(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -71,10 +72,9 @@ func TestDurability(t *testing.T) {
 				return
 			default:
 			}
-			p := int32(i % partitions)
-			h.sent(i, p)
-			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i))}
-			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.done(i, r, err) })
+			v := h.Send(0, int32(i%partitions))
+			r := &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(strconv.Itoa(v))}
+			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.Done(v, r.Offset, err) })
 			if i%5 == 4 {
 				time.Sleep(time.Millisecond)
 			}
@@ -91,26 +91,29 @@ func TestDurability(t *testing.T) {
 	cancel()
 	waitHealed(t, c, topic, partitions, 60*time.Second)
 
-	logs := consumeAll(t, c, topic, partitions)
-	an := h.check(logs)
-	hws := map[int32]int64{}
-	for p, l := range logs {
-		hws[p] = l.hw
+	logs, err := check.ReadLogs(ctxT(t, 60*time.Second), c.Bootstrap(), topic, partitions)
+	if err != nil {
+		t.Fatal(err)
 	}
+	an := h.Check(logs, nil)
 	for p := int32(0); p < partitions; p++ {
-		an.add("diverged", compareReplicas(t, c, topic, p, hws[p])...)
+		dirs := map[int32]string{}
+		for _, nd := range c.Nodes {
+			dirs[nd.ID] = filepath.Join(nd.DataDir, fmt.Sprintf("%s-%d", topic, p))
+		}
+		an.Add(check.Diverged, check.Replicas(p, logs[p].HW, dirs)...)
 	}
 
 	if cp := os.Getenv("SLUICE_KAFKA_CLASSPATH"); cp != "" {
-		an.add("dump-log", dumpLogAfterStop(t, c, cp, topic, partitions)...)
+		an.Add(check.DumpLog, dumpLogAfterStop(t, c, cp, topic, partitions)...)
 	} else {
 		t.Log("kafka-dump-log not run: set SLUICE_KAFKA_CLASSPATH to Kafka's jars")
 	}
 
-	sent, acked, failed := h.counts()
+	sent, acked, failed := h.Counts()
 	consumed := 0
 	for _, l := range logs {
-		consumed += len(l.values)
+		consumed += len(l.Values)
 	}
 	t.Logf("faults: %s", strings.Join(faults, ", "))
 	t.Logf("%-10s %8s", "records", "count")
@@ -118,10 +121,10 @@ func TestDurability(t *testing.T) {
 	t.Logf("%-10s %8d", "acked", acked)
 	t.Logf("%-10s %8d", "failed", failed)
 	t.Logf("%-10s %8d", "consumed", consumed)
-	for _, k := range anomalyKinds {
+	for _, k := range check.Kinds {
 		t.Logf("%-10s %8d", k, len(an[k]))
 	}
-	for _, k := range anomalyKinds {
+	for _, k := range check.Kinds {
 		for i, s := range an[k] {
 			if i == 10 {
 				t.Errorf("%s: … %d more", k, len(an[k])-10)
@@ -249,255 +252,19 @@ func waitHealed(t *testing.T, c *Cluster, topic string, partitions int, d time.D
 	})
 }
 
-// attempt is what the producer knows of one value.
-type attempt struct {
-	partition int32
-	acked     bool
-	failed    bool
-	offset    int64
-}
-
-type history struct {
-	mu struct {
-		sync.Mutex
-		attempts []attempt // by value
-	}
-}
-
-func newHistory() *history { return &history{} }
-
-func (h *history) sent(i int, p int32) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.mu.attempts = append(h.mu.attempts, attempt{partition: p, offset: -1})
-}
-
-func (h *history) done(i int, r *kgo.Record, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	a := &h.mu.attempts[i]
-	if err != nil {
-		a.failed = true
-		return
-	}
-	a.acked, a.offset = true, r.Offset
-}
-
-func (h *history) counts() (sent, acked, failed int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, a := range h.mu.attempts {
-		switch {
-		case a.acked:
-			acked++
-		case a.failed:
-			failed++
-		}
-	}
-	return len(h.mu.attempts), acked, failed
-}
-
-// partitionLog is one partition as a consumer read it, below hw.
-type partitionLog struct {
-	hw      int64
-	offsets []int64
-	values  []int
-}
-
-var anomalyKinds = []string{"lost", "moved", "duplicate", "reordered", "gap", "foreign", "diverged", "dump-log"}
-
-type anomalies map[string][]string
-
-func (a anomalies) add(kind string, s ...string) { a[kind] = append(a[kind], s...) }
-
-// check compares the history with what was consumed.
-func (h *history) check(logs map[int32]*partitionLog) anomalies {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	an := anomalies{}
-	at := map[int]int64{} // value → consumed offset
-	for p, l := range logs {
-		lastAcked, prevOff := -1, int64(-1)
-		for i, v := range l.values {
-			off := l.offsets[i]
-			if off != prevOff+1 {
-				an.add("gap", fmt.Sprintf("partition %d: offset %d after %d", p, off, prevOff))
-			}
-			prevOff = off
-			if v < 0 || v >= len(h.mu.attempts) || h.mu.attempts[v].partition != p {
-				an.add("foreign", fmt.Sprintf("partition %d offset %d: value %d was not sent there", p, off, v))
-				continue
-			}
-			if first, dup := at[v]; dup {
-				an.add("duplicate", fmt.Sprintf("partition %d: value %d at offsets %d and %d", p, v, first, off))
-				continue
-			}
-			at[v] = off
-			if h.mu.attempts[v].acked {
-				if v < lastAcked {
-					an.add("reordered", fmt.Sprintf("partition %d offset %d: acked value %d after acked %d", p, off, v, lastAcked))
-				}
-				lastAcked = v
-			}
-		}
-	}
-	for v, a := range h.mu.attempts {
-		if !a.acked {
-			continue
-		}
-		off, ok := at[v]
-		switch {
-		case !ok:
-			an.add("lost", fmt.Sprintf("value %d acked at %d-%d, not in the log (hw %d)", v, a.partition, a.offset, logs[a.partition].hw))
-		case off != a.offset:
-			an.add("moved", fmt.Sprintf("value %d acked at %d-%d, found at offset %d", v, a.partition, a.offset, off))
-		}
-	}
-	return an
-}
-
-// consumeAll reads every partition from the start to its high watermark,
-// re-reading the HW until it stops moving.
-func consumeAll(t *testing.T, c *Cluster, topic string, partitions int) map[int32]*partitionLog {
-	t.Helper()
-	adm := kadm.NewClient(c.Client())
-	hws := func() map[int32]int64 {
-		out := map[int32]int64{}
-		c.WaitFor(20*time.Second, "end offsets", func() bool {
-			ends, err := adm.ListEndOffsets(ctxT(t, 5*time.Second), topic)
-			if err != nil || ends.Error() != nil {
-				return false
-			}
-			ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-			return len(out) == partitions
-		})
-		return out
-	}
-	offs := map[int32]kgo.Offset{}
-	logs := map[int32]*partitionLog{}
-	for p := range int32(partitions) {
-		offs[p] = kgo.NewOffset().AtStart()
-		logs[p] = &partitionLog{}
-	}
-	cons := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.FetchMaxWait(200*time.Millisecond))
-	ctx := ctxT(t, 60*time.Second)
-	target := hws()
-	for {
-		done := true
-		for p, hw := range target {
-			if n := len(logs[p].offsets); hw > 0 && (n == 0 || logs[p].offsets[n-1] < hw-1) {
-				done = false
-			}
-		}
-		if done {
-			again := hws()
-			if maps.Equal(again, target) {
-				break
-			}
-			target = again
-			continue
-		}
-		fs := cons.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("consuming to the HW %v: %v", target, ctx.Err())
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			l := logs[r.Partition]
-			v, err := strconv.Atoi(string(r.Value))
-			if err != nil {
-				v = -1
-			}
-			l.offsets, l.values = append(l.offsets, r.Offset), append(l.values, v)
-		})
-	}
-	for p, l := range logs {
-		l.hw = target[p]
-		// A consumer may see past a HW read earlier; keep below it.
-		for len(l.offsets) > 0 && l.offsets[len(l.offsets)-1] >= l.hw {
-			l.offsets, l.values = l.offsets[:len(l.offsets)-1], l.values[:len(l.values)-1]
-		}
-	}
-	return logs
-}
-
-// compareReplicas reads partition p's .log files on every node and
-// compares the batches below hw byte for byte.
-func compareReplicas(t *testing.T, c *Cluster, topic string, p int32, hw int64) []string {
-	t.Helper()
-	var out []string
-	var ref []byte
-	var refNode int32
-	for _, nd := range c.Nodes {
-		b, err := batchesBelow(filepath.Join(nd.DataDir, fmt.Sprintf("%s-%d", topic, p)), hw)
-		if err != nil {
-			out = append(out, fmt.Sprintf("partition %d node %d: %v", p, nd.ID, err))
-			continue
-		}
-		if ref == nil {
-			ref, refNode = b, nd.ID
-			continue
-		}
-		if !bytes.Equal(ref, b) {
-			i := 0
-			for i < len(ref) && i < len(b) && ref[i] == b[i] {
-				i++
-			}
-			out = append(out, fmt.Sprintf("partition %d: node %d (%d bytes) and node %d (%d bytes) differ from byte %d below hw %d",
-				p, refNode, len(ref), nd.ID, len(b), i, hw))
-		}
-	}
-	return out
-}
-
-// batchesBelow concatenates the record batches of a partition directory's
-// segments whose base offset is below hw, and checks they reach hw.
-func batchesBelow(dir string, hw int64) ([]byte, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	var out []byte
-	next := int64(-1)
-	for _, name := range names {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		for pos := 0; pos+61 <= len(data); {
-			base := int64(binary.BigEndian.Uint64(data[pos:]))
-			length := int(binary.BigEndian.Uint32(data[pos+8:]))
-			if length == 0 || pos+12+length > len(data) {
-				break // a preallocated or torn tail
-			}
-			if base >= hw {
-				break
-			}
-			out = append(out, data[pos:pos+12+length]...)
-			next = base + int64(binary.BigEndian.Uint32(data[pos+23:])) + 1
-			pos += 12 + length
-		}
-	}
-	if hw > 0 && next < hw {
-		return out, fmt.Errorf("log ends at %d, below hw %d", next, hw)
-	}
-	return out, nil
-}
-
 // TestDurabilityChecker: the checker of TestDurability names each kind of
 // anomaly it is shown, and none in a clean history.
 func TestDurabilityChecker(t *testing.T) {
-	h := newHistory()
+	h := check.NewHistory()
 	// Values 0..5 to partition 0, all acked at offsets 0..5; value 6 to
 	// partition 1, never answered.
-	for v := range 6 {
-		h.sent(v, 0)
-		h.done(v, &kgo.Record{Offset: int64(v)}, nil)
+	for range 6 {
+		v := h.Send(0, 0)
+		h.Done(v, int64(v), nil)
 	}
-	h.sent(6, 1)
-	log := func(offsets []int64, values []int) map[int32]*partitionLog {
-		return map[int32]*partitionLog{0: {hw: 10, offsets: offsets, values: values}, 1: {hw: 0}}
+	h.Send(0, 1)
+	log := func(offsets []int64, values []int) map[int32]*check.Log {
+		return map[int32]*check.Log{0: {HW: 10, Offsets: offsets, Values: values}, 1: {HW: 0}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -512,10 +279,10 @@ func TestDurabilityChecker(t *testing.T) {
 		{"gap", []int64{0, 1, 2, 4, 5, 6}, []int{0, 1, 2, 3, 4, 5}, map[string]int{"gap": 1, "moved": 3}},
 		{"foreign", []int64{0, 1, 2, 3, 4, 5, 6}, []int{0, 1, 2, 3, 4, 5, 6}, map[string]int{"foreign": 1}},
 	} {
-		an := h.check(log(tc.offsets, tc.values))
+		an := h.Check(log(tc.offsets, tc.values), nil)
 		got := map[string]int{}
 		for k, v := range an {
-			got[k] = len(v)
+			got[string(k)] = len(v)
 		}
 		if !maps.Equal(got, tc.want) {
 			t.Errorf("%s: anomalies %v, want %v", tc.name, an, tc.want)
@@ -538,15 +305,15 @@ func TestDurabilityChecker(t *testing.T) {
 		os.WriteFile(filepath.Join(d, "00000000000000000000.log"), bytes.Join(bs, nil), 0o644)
 		return d
 	}
-	a, _ := batchesBelow(write("a", batch(0, 1), batch(1, 2), batch(2, 3)), 2)
-	b, _ := batchesBelow(write("b", batch(0, 1), batch(1, 2), batch(2, 9)), 2)
+	a, _ := check.BatchesBelow(write("a", batch(0, 1), batch(1, 2), batch(2, 3)), 2)
+	b, _ := check.BatchesBelow(write("b", batch(0, 1), batch(1, 2), batch(2, 9)), 2)
 	if !bytes.Equal(a, b) || len(a) != 122 {
 		t.Errorf("batches below hw 2: %d and %d bytes, equal %v; want 122, equal", len(a), len(b), bytes.Equal(a, b))
 	}
-	if d, _ := batchesBelow(write("c", batch(0, 1), batch(1, 7)), 2); bytes.Equal(a, d) {
+	if d, _ := check.BatchesBelow(write("c", batch(0, 1), batch(1, 7)), 2); bytes.Equal(a, d) {
 		t.Error("a differing batch below the hw compared equal")
 	}
-	if _, err := batchesBelow(write("d", batch(0, 1)), 2); err == nil {
+	if _, err := check.BatchesBelow(write("d", batch(0, 1)), 2); err == nil {
 		t.Error("a log ending below the hw was not reported")
 	}
 }
