@@ -70,3 +70,11 @@ bench-kfake: benchcompare
 
 clean:
 	rm -rf bin
+
+# Fault injection (issue 12, tools/chaos): brokers in network namespaces
+# under kills, pauses, rolling restarts, network partitions, a full disk
+# and a new broker, checked Jepsen-style; needs root. A long run:
+# make chaos CHAOS_ARGS='--duration 30m' (RELIABILITY.md).
+.PHONY: chaos
+chaos: build
+	$(GO) run ./tools/chaos --bin $(BIN) $(CHAOS_ARGS)

@@ -116,13 +116,13 @@ func TestDurability(t *testing.T) {
 		consumed += len(l.Values)
 	}
 	t.Logf("faults: %s", strings.Join(faults, ", "))
-	t.Logf("%-10s %8s", "records", "count")
-	t.Logf("%-10s %8d", "sent", sent)
-	t.Logf("%-10s %8d", "acked", acked)
-	t.Logf("%-10s %8d", "failed", failed)
-	t.Logf("%-10s %8d", "consumed", consumed)
+	t.Logf("%-16s %8s", "records", "count")
+	t.Logf("%-16s %8d", "sent", sent)
+	t.Logf("%-16s %8d", "acked", acked)
+	t.Logf("%-16s %8d", "failed", failed)
+	t.Logf("%-16s %8d", "consumed", consumed)
 	for _, k := range check.Kinds {
-		t.Logf("%-10s %8d", k, len(an[k]))
+		t.Logf("%-16s %8d", k, len(an[k]))
 	}
 	for _, k := range check.Kinds {
 		for i, s := range an[k] {

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The faults a run draws from. Each injects, holds, heals; the runner
+// then waits for a full ISR and measures.
+var allFaults = []string{
+	"kill-leader",     // SIGKILL a partition leader that is not the controller, restart
+	"kill-controller", // SIGKILL the active controller's node, restart
+	"kill-follower",   // SIGKILL a follower of a partition, restart
+	"kill-two",        // SIGKILL two nodes at once (with 3 voters: no quorum), restart
+	"pause-leader",    // SIGSTOP a leader past the session timeout, SIGCONT
+	"rolling-restart", // SIGTERM and restart every node in turn, waiting for a full ISR
+	"isolate-leader",  // cut a leader off from every other node (clients still reach it)
+	"split-minority",  // split the nodes: a minority holding a leader, a majority
+	"asym-leader",     // a leader's outgoing packets to the other nodes are dropped
+	"disk-full",       // fill the tmpfs data dir of one node, then free it
+	"add-broker",      // start one more (broker-only) node; once per run
+}
+
+// sessionTimeout is broker.session.timeout.ms of brokerConfig.
+const sessionTimeout = 3 * time.Second
+
+// fault is one injection as reported.
+type fault struct {
+	kind      string
+	detail    string
+	partition int32 // whose produce recovery is measured; -1: any
+	start     time.Time
+	healStart time.Time
+	// produceRecovery: from start until a value sent after start was
+	// acknowledged (on partition, or any); isrRecovery: from the heal
+	// until every replica was back in the ISR. Zero when not reached.
+	produceRecovery, isrRecovery time.Duration
+	crashed                      []int32 // nodes that exited on their own
+	note                         string
+	err                          string  // the fault could not be injected or did not heal
+}
+
+// injector runs faults against a cluster.
+type injector struct {
+	c       *cluster
+	rng     *rand.Rand
+	topic   string
+	parts   int
+	added   bool // add-broker ran
+	maxNode int  // add-broker's bound on the number of nodes
+	logf    func(format string, args ...any)
+}
+
+// inject runs one fault of kind and returns its heal function.
+func (in *injector) inject(f *fault) (heal func() error, hold time.Duration, err error) {
+	switch f.kind {
+	case "kill-leader":
+		return in.kill(f, in.leader(f))
+	case "kill-controller":
+		id := in.c.activeController()
+		if id < 0 {
+			return nil, 0, errors.New("no active controller")
+		}
+		f.detail = fmt.Sprintf("node %d (controller)", id)
+		return in.kill(f, []int32{id})
+	case "kill-follower":
+		return in.kill(f, in.follower(f))
+	case "kill-two":
+		ids := in.c.ids()[:len(in.c.nodes)]
+		in.rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		ids = ids[:2]
+		f.detail = fmt.Sprintf("nodes %v", ids)
+		return in.kill(f, ids)
+	case "pause-leader":
+		id := in.leader(f)
+		if id == nil {
+			return nil, 0, errors.New("no leader")
+		}
+		nd := in.c.node(id[0])
+		f.start = time.Now()
+		nd.signal(syscall.SIGSTOP)
+		return func() error { nd.signal(syscall.SIGCONT); return nil }, sessionTimeout + 1500*time.Millisecond, nil
+	case "rolling-restart":
+		return nil, 0, in.rolling(f)
+	case "isolate-leader", "split-minority", "asym-leader":
+		return in.partition(f)
+	case "disk-full":
+		return in.diskFull(f)
+	case "add-broker":
+		nd, err := in.c.addBroker()
+		if err != nil {
+			return nil, 0, err
+		}
+		in.added = true
+		f.detail = fmt.Sprintf("node %d (broker only)", nd.id)
+		return nil, 0, nil
+	}
+	return nil, 0, fmt.Errorf("unknown fault %q", f.kind)
+}
+
+// leader picks a random partition's leader (not the active controller
+// unless it leads everything); f's partition and detail are set.
+func (in *injector) leader(f *fault) []int32 {
+	leaders := in.c.leaders(in.topic, in.parts)
+	if len(leaders) == 0 {
+		return nil
+	}
+	active := in.c.activeController()
+	order := in.rng.Perm(in.parts)
+	pick := int32(-1)
+	for _, p := range order {
+		l := leaders[int32(p)]
+		if l >= 0 && (pick < 0 || leaders[pick] == active) {
+			pick = int32(p)
+		}
+	}
+	if pick < 0 {
+		return nil
+	}
+	f.partition = pick
+	f.detail = fmt.Sprintf("node %d (leader of %d)", leaders[pick], pick)
+	return []int32{leaders[pick]}
+}
+
+// follower picks a replica of a random partition that does not lead it.
+func (in *injector) follower(f *fault) []int32 {
+	p := int32(in.rng.IntN(in.parts))
+	leaders := in.c.leaders(in.topic, in.parts)
+	var cands []int32
+	for _, r := range in.c.replicasOf(in.topic, p) {
+		if r != leaders[p] {
+			cands = append(cands, r)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	id := cands[in.rng.IntN(len(cands))]
+	f.detail = fmt.Sprintf("node %d (follower of %d)", id, p)
+	return []int32{id}
+}
+
+// kill SIGKILLs ids; the heal restarts them after 1–3 s down.
+func (in *injector) kill(f *fault, ids []int32) (func() error, time.Duration, error) {
+	if len(ids) == 0 {
+		return nil, 0, errors.New("no victim")
+	}
+	f.start = time.Now()
+	for _, id := range ids {
+		in.c.node(id).kill()
+	}
+	return func() error {
+		var errs []error
+		for _, id := range ids {
+			errs = append(errs, in.c.node(id).start(in.c.bin))
+		}
+		return errors.Join(errs...)
+	}, time.Second + time.Duration(in.rng.IntN(2000))*time.Millisecond, nil
+}
+
+// rolling restarts every node with SIGTERM, one at a time, each after the
+// previous one is back in every ISR.
+func (in *injector) rolling(f *fault) error {
+	var order []string
+	for _, nd := range in.c.nodes {
+		if err := nd.stop(30 * time.Second); err != nil {
+			order = append(order, err.Error())
+		}
+		if err := nd.start(in.c.bin); err != nil {
+			return err
+		}
+		if err := in.c.waitFor(90*time.Second, "a full ISR", func() bool { return in.c.healed(in.topics(), in.counts()) }); err != nil {
+			return fmt.Errorf("after restarting node %d: %w", nd.id, err)
+		}
+	}
+	f.detail = fmt.Sprintf("nodes %v", in.c.ids())
+	if len(order) > 0 {
+		return errors.New(strings.Join(order, "; "))
+	}
+	return nil
+}
+
+// partition cuts the network around a leader: isolate it, split off a
+// minority holding it, or drop only what it sends.
+func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
+	id := in.leader(f)
+	if id == nil {
+		return nil, 0, errors.New("no leader")
+	}
+	minority := []int32{id[0]}
+	if f.kind == "split-minority" {
+		others := slices.DeleteFunc(in.c.ids(), func(x int32) bool { return x == id[0] })
+		in.rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+		minority = append(minority, others[:(len(in.c.nodes)-1)/2-1]...)
+	}
+	var errs []error
+	f.start = time.Now()
+	for _, a := range minority {
+		for _, b := range in.c.ids() {
+			if slices.Contains(minority, b) {
+				continue
+			}
+			errs = append(errs, blackhole(a, b))
+			if f.kind != "asym-leader" {
+				errs = append(errs, blackhole(b, a))
+			}
+		}
+	}
+	f.detail = fmt.Sprintf("%s; minority %v", f.detail, minority)
+	heal := func() error { return healNetwork(in.c.ids()) }
+	if err := errors.Join(errs...); err != nil {
+		heal()
+		return nil, 0, err
+	}
+	return heal, sessionTimeout + time.Duration(2000+in.rng.IntN(3000))*time.Millisecond, nil
+}
+
+// diskFull fills the tmpfs node's data dir for 4–6 s; the heal frees it.
+// A log that met ENOSPC refuses writes until the process restarts (the
+// storage error sticks so nothing is appended past a hole), so a node
+// that logged such a failure is restarted, as Kafka's broker halts when
+// its log dir fails and its supervisor starts it again.
+func (in *injector) diskFull(f *fault) (func() error, time.Duration, error) {
+	var nd *node
+	for _, n := range in.c.nodes {
+		if n.tmpfs {
+			nd = n
+		}
+	}
+	if nd == nil {
+		return nil, 0, errors.New("no tmpfs node (--tmpfs-mb 0)")
+	}
+	logStart := nd.logSize()
+	path, err := nd.fillDisk()
+	f.start = time.Now() // the disk is full from here
+	f.detail = fmt.Sprintf("node %d", nd.id)
+	heal := func() error {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+		if strings.Contains(nd.logSince(logStart), "log failed, refusing writes") {
+			f.note = "logs failed on ENOSPC and stay failed: node restarted"
+			nd.kill()
+			return nd.start(in.c.bin)
+		}
+		return nil
+	}
+	if err != nil {
+		heal()
+		return nil, 0, err
+	}
+	return heal, time.Duration(4000+in.rng.IntN(2000)) * time.Millisecond, nil
+}
+
+func (in *injector) topics() []string { return []string{in.topic, "__consumer_offsets"} }
+
+func (in *injector) counts() map[string]int {
+	return map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
+}
+
+// schedule picks the next fault kind: random from the seed, or the enabled
+// kinds in turn.
+func (in *injector) next(kinds []string, fixed bool, i int) string {
+	for {
+		var k string
+		if fixed {
+			k = kinds[i%len(kinds)]
+			i++
+		} else {
+			k = kinds[in.rng.IntN(len(kinds))]
+		}
+		if k != "add-broker" || (!in.added && len(in.c.nodes) < in.maxNode) {
+			return k
+		}
+		if len(kinds) == 1 {
+			return "kill-follower"
+		}
+	}
+}
