@@ -43,7 +43,7 @@ type fault struct {
 	produceRecovery, isrRecovery time.Duration
 	crashed                      []int32 // nodes that exited on their own
 	note                         string
-	err                          string  // the fault could not be injected or did not heal
+	err                          string // the fault could not be injected or did not heal
 }
 
 // injector runs faults against a cluster.
