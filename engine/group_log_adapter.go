@@ -8,6 +8,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-broker/sluice/engine/group"
 	"github.com/sluice-broker/sluice/record"
@@ -18,17 +21,56 @@ import (
 // __consumer_offsets.
 type groupLog struct{ p *Partition }
 
-// Append writes one batch through the partition, which moves the high
-// watermark and wakes the fetches waiting on it, as a produce does.
+// Append writes one batch through the partition as an acks=all produce
+// does, and returns once the high watermark covers it: the in-sync
+// followers have it, so a new leader elected from the ISR keeps it. (It
+// used to return after the local append, so a coordinator cut off from
+// its followers acknowledged commits that the next leader never had and
+// committed offsets went backwards: the chaos harness's commit-backwards,
+// TestOffsetsAppendWaitsForInSyncReplicas.) Waiting longer than
+// offsetsCommitTimeout, or losing the leadership meanwhile, is an error:
+// the coordinator answers NOT_COORDINATOR and changes nothing in memory;
+// the record may still become committed, as in Kafka.
 func (l groupLog) Append(batch []byte) (int64, error) {
-	res, err := l.p.appendInternal(batch, 0)
+	entries := []storage.AppendEntry{{Records: batch}}
+	err := l.p.appendAs(entries, storage.AppendOptions{}, -1)
+	if err == nil {
+		err = entries[0].Err
+	}
 	if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrRecordListTooLarge) {
 		return -1, fmt.Errorf("%w: %w", group.ErrTooLarge, err)
 	}
 	if err != nil {
 		return -1, err
 	}
+	res := entries[0].Result
+	if err := l.awaitReplicated(res.LastOffset+1, offsetsCommitTimeout); err != nil {
+		return -1, err
+	}
 	return res.FirstOffset, nil
+}
+
+// offsetsCommitTimeout bounds how long a coordinator's write waits for
+// the in-sync replicas: Kafka's offsets.commit.timeout.ms default.
+const offsetsCommitTimeout = 5 * time.Second
+
+// awaitReplicated waits until the partition's high watermark reaches end.
+func (l groupLog) awaitReplicated(end int64, timeout time.Duration) error {
+	done := make(chan int16, 1) // the callback never blocks, even after a timeout
+	code, waiting := l.p.awaitHighWatermark(end, func(code int16) { done <- code })
+	if waiting {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case code = <-done:
+		case <-t.C:
+			return fmt.Errorf("%s-%d: not replicated to the ISR within %v: %w", offsetsTopic, l.p.Index, timeout, kerr.RequestTimedOut)
+		}
+	}
+	if code != 0 {
+		return fmt.Errorf("%s-%d: %w", offsetsTopic, l.p.Index, kerr.ErrorForCode(code))
+	}
+	return nil
 }
 
 // Replay feeds every record of the partition, in log order, to fn. A batch

@@ -167,6 +167,9 @@ func (in *injector) kill(f *fault, ids []int32) (func() error, time.Duration, er
 // rolling restarts every node with SIGTERM, one at a time, each after the
 // previous one is back in every ISR.
 func (in *injector) rolling(f *fault) error {
+	defer func() {
+		f.note = fmt.Sprintf("took %v, each node back in every ISR before the next", time.Since(f.start).Round(100*time.Millisecond))
+	}()
 	var order []string
 	for _, nd := range in.c.nodes {
 		if err := nd.stop(30 * time.Second); err != nil {
@@ -200,7 +203,6 @@ func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
 		minority = append(minority, others[:(len(in.c.nodes)-1)/2-1]...)
 	}
 	var errs []error
-	f.start = time.Now()
 	for _, a := range minority {
 		for _, b := range in.c.ids() {
 			if slices.Contains(minority, b) {
@@ -212,6 +214,7 @@ func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
 			}
 		}
 	}
+	f.start = time.Now() // every route is in place
 	f.detail = fmt.Sprintf("%s; minority %v", f.detail, minority)
 	heal := func() error { return healNetwork(in.c.ids()) }
 	if err := errors.Join(errs...); err != nil {

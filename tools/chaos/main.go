@@ -268,7 +268,7 @@ func (r *runner) runFault(in *injector, h *check.History, f *fault) {
 	// Produce recovery: the first value sent after the fault began and
 	// acknowledged; wait a little for it if the heal was quick.
 	c.waitFor(10*time.Second, "an acknowledgement", func() bool { _, ok := h.FirstAck(f.partition, f.start); return ok })
-	if at, ok := h.FirstAck(f.partition, f.start); ok {
+	if at, ok := h.FirstAck(f.partition, f.start); ok && f.kind != "rolling-restart" {
 		f.produceRecovery = at.Sub(f.start)
 	}
 	r.logf("  produce ok after %v, full ISR %v after the heal", f.produceRecovery.Round(time.Millisecond), f.isrRecovery.Round(time.Millisecond))
