@@ -232,6 +232,9 @@ func (r *runner) mainPhase() (*result, error) {
 	res.sent, res.acked, res.failed = h.Counts()
 	res.polled = h.PollCount()
 	res.anomalies, err = r.checkTopic(h, topic, r.o.partitions, topic+"-group")
+	if err == nil && res.anomalies.Total() > 0 {
+		r.dumpHistory(h, "history.txt")
+	}
 	return res, err
 }
 
@@ -294,6 +297,20 @@ func (r *runner) checkTopic(h *check.History, topic string, parts int, group str
 		an.Add(check.Diverged, check.Replicas(p, logs[p].HW, r.c.partitionDirs(topic, p, r.c.isrOf(topic, p)))...)
 	}
 	return an, nil
+}
+
+// dumpHistory writes what the clients saw next to the broker logs.
+func (r *runner) dumpHistory(h *check.History, name string) {
+	f, err := os.Create(filepath.Join(r.work, name))
+	if err != nil {
+		r.logf("history: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := h.Dump(f); err != nil {
+		r.logf("history: %v", err)
+	}
+	r.logf("client history: %s", f.Name())
 }
 
 func createTopic(seeds []string, name string, parts int) error {

@@ -13,7 +13,9 @@
 package check
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"sync"
@@ -359,4 +361,31 @@ func sortedParts[V any](m map[int32]V) []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Dump writes the history as text, one event a line — sends with their
+// answers, then polls and commits in the order they were recorded — for
+// reading next to the broker logs when a run finds an anomaly.
+func (h *History) Dump(w io.Writer) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	bw := bufio.NewWriter(w)
+	for v, a := range h.mu.attempts {
+		state := "unanswered"
+		switch {
+		case a.Acked:
+			state = fmt.Sprintf("acked offset %d", a.Offset)
+		case a.Failed:
+			state = "failed"
+		}
+		fmt.Fprintf(bw, "send value %d producer %d partition %d at %s: %s at %s\n", v, a.Producer, a.Partition,
+			a.Sent.UTC().Format("15:04:05.000"), state, a.Done.UTC().Format("15:04:05.000"))
+	}
+	for _, p := range h.mu.polls {
+		fmt.Fprintf(bw, "poll consumer %d session %d partition %d offset %d value %d\n", p.Consumer, p.Session, p.Partition, p.Offset, p.Value)
+	}
+	for _, c := range h.mu.commits {
+		fmt.Fprintf(bw, "commit consumer %d partition %d offset %d\n", c.Consumer, c.Partition, c.Offset)
+	}
+	return bw.Flush()
 }
