@@ -103,6 +103,13 @@ func main() {
 		r.cleanup(true)
 		os.Exit(2)
 	}()
+	// A watchdog for a harness that hangs anyway: every wait has its own
+	// bound, this one bounds the whole run.
+	time.AfterFunc(o.duration+20*time.Minute, func() {
+		fmt.Fprintln(os.Stderr, "chaos: watchdog: the run overran its bound; cleaning up")
+		r.cleanup(true)
+		os.Exit(2)
+	})
 	code := r.run()
 	r.cleanup(code != 0)
 	os.Exit(code)
