@@ -92,6 +92,7 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 	var mu sync.Mutex
 	session := 0
 	bump := func(context.Context, *kgo.Client, map[string][]int32) { mu.Lock(); session++; mu.Unlock() }
+	current := func() int { mu.Lock(); defer mu.Unlock(); return session }
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.SessionTimeout(10*time.Second), kgo.MetadataMinAge(200*time.Millisecond),
@@ -102,9 +103,7 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 	defer cl.Close()
 	for ctx.Err() == nil {
 		fs := cl.PollRecords(ctx, 1000)
-		mu.Lock()
-		s := session
-		mu.Unlock()
+		s := current()
 		offsets := map[int32]kgo.EpochOffset{}
 		fs.EachRecord(func(r *kgo.Record) {
 			v, err := strconv.Atoi(string(r.Value))
@@ -115,15 +114,16 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 			offsets[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		})
 		if len(offsets) > 0 {
-			w.commit(ctx, cl, id, offsets)
+			w.commit(ctx, cl, id, offsets, func() bool { return current() != s })
 		}
 		cl.AllowRebalance()
 	}
 }
 
 // commit commits offsets synchronously and records those the coordinator
-// accepted.
-func (w *workload) commit(ctx context.Context, cl *kgo.Client, id int, offsets map[int32]kgo.EpochOffset) {
+// accepted; stale reports whether the assignment they were polled in has
+// changed since (the commit then went out under a newer generation).
+func (w *workload) commit(ctx context.Context, cl *kgo.Client, id int, offsets map[int32]kgo.EpochOffset, stale func() bool) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cl.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{w.topic: offsets},
@@ -131,10 +131,11 @@ func (w *workload) commit(ctx context.Context, cl *kgo.Client, id int, offsets m
 			if err != nil || resp == nil {
 				return
 			}
+			st := stale()
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					if p.ErrorCode == 0 {
-						w.h.Committed(check.Commit{Consumer: id, Partition: p.Partition, Offset: offsets[p.Partition].Offset})
+						w.h.Committed(check.Commit{Consumer: id, Partition: p.Partition, Offset: offsets[p.Partition].Offset, Stale: st})
 					}
 				}
 			}

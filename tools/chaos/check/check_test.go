@@ -97,11 +97,18 @@ func TestCheckCommits(t *testing.T) {
 		committed map[int32]int64
 		want      map[Kind]int
 	}{
-		{"rising", []Commit{{0, 0, 2}, {1, 0, 4}, {1, 0, 4}}, map[int32]int64{0: 4}, map[Kind]int{}},
-		{"not fetched", []Commit{{0, 0, 2}}, nil, map[Kind]int{}},
-		{"backwards", []Commit{{0, 0, 4}, {1, 0, 2}}, map[int32]int64{0: 4}, map[Kind]int{CommitBackwards: 1}},
-		{"final below last", []Commit{{0, 0, 4}}, map[int32]int64{0: 3}, map[Kind]int{CommitBackwards: 1}},
-		{"final missing", []Commit{{0, 0, 4}}, map[int32]int64{}, map[Kind]int{CommitBackwards: 1}},
+		{"rising", []Commit{{0, 0, 2, false}, {1, 0, 4, false}, {1, 0, 4, false}}, map[int32]int64{0: 4}, map[Kind]int{}},
+		{"not fetched", []Commit{{0, 0, 2, false}}, nil, map[Kind]int{}},
+		{"backwards", []Commit{{0, 0, 4, false}, {1, 0, 2, false}}, map[int32]int64{0: 4}, map[Kind]int{CommitBackwards: 1}},
+		{"final below last", []Commit{{0, 0, 4, false}}, map[int32]int64{0: 3}, map[Kind]int{CommitBackwards: 1}},
+		{"final missing", []Commit{{0, 0, 4, false}}, map[int32]int64{}, map[Kind]int{CommitBackwards: 1}},
+		// A zombie's commit from an old assignment, made under its new
+		// generation: legal in Kafka's protocol, and not an anomaly.
+		{"stale backwards", []Commit{{0, 0, 4, false}, {1, 0, 2, true}, {0, 0, 5, false}}, map[int32]int64{0: 5}, map[Kind]int{}},
+		{"stale last", []Commit{{0, 0, 4, false}, {1, 0, 2, true}}, map[int32]int64{0: 2}, map[Kind]int{}},
+		// The new owner resumes from the stale commit's offset.
+		{"after a stale one", []Commit{{0, 0, 4, false}, {1, 0, 2, true}, {0, 0, 3, false}}, map[int32]int64{0: 3}, map[Kind]int{}},
+		{"below a stale one", []Commit{{1, 0, 2, true}, {0, 0, 1, false}}, map[int32]int64{0: 2}, map[Kind]int{CommitBackwards: 1}},
 	} {
 		h := twoProducers()
 		for _, c := range tc.commits {
