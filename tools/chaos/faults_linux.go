@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The faults a run draws from. Each injects, holds, heals; the runner
@@ -23,12 +27,19 @@ var allFaults = []string{
 	"isolate-leader",  // cut a leader off from every other node (clients still reach it)
 	"split-minority",  // split the nodes: a minority holding a leader, a majority
 	"asym-leader",     // a leader's outgoing packets to the other nodes are dropped
-	"disk-full",       // fill the tmpfs data dir of one node, then free it
-	"add-broker",      // start one more (broker-only) node; once per run
+	// cut the group's coordinator off past the group session timeout, so
+	// its successor expires the members and they rejoin there
+	"isolate-coordinator",
+	"disk-full",  // fill the tmpfs data dir of one node, then free it
+	"add-broker", // start one more (broker-only) node; once per run
 }
 
-// sessionTimeout is broker.session.timeout.ms of brokerConfig.
-const sessionTimeout = 3 * time.Second
+// sessionTimeout is broker.session.timeout.ms of brokerConfig;
+// groupSessionTimeout is the consumers' session.timeout.ms.
+const (
+	sessionTimeout      = 3 * time.Second
+	groupSessionTimeout = 10 * time.Second
+)
 
 // fault is one injection as reported.
 type fault struct {
@@ -52,8 +63,9 @@ type injector struct {
 	rng     *rand.Rand
 	topic   string
 	parts   int
-	added   bool // add-broker ran
-	maxNode int  // add-broker's bound on the number of nodes
+	group   string // the workload's consumer group
+	added   bool   // add-broker ran
+	maxNode int    // add-broker's bound on the number of nodes
 	logf    func(format string, args ...any)
 }
 
@@ -88,7 +100,7 @@ func (in *injector) inject(f *fault) (heal func() error, hold time.Duration, err
 		return func() error { nd.signal(syscall.SIGCONT); return nil }, sessionTimeout + 1500*time.Millisecond, nil
 	case "rolling-restart":
 		return nil, 0, in.rolling(f)
-	case "isolate-leader", "split-minority", "asym-leader":
+	case "isolate-leader", "split-minority", "asym-leader", "isolate-coordinator":
 		return in.partition(f)
 	case "disk-full":
 		return in.diskFull(f)
@@ -192,7 +204,14 @@ func (in *injector) rolling(f *fault) error {
 // partition cuts the network around a leader: isolate it, split off a
 // minority holding it, or drop only what it sends.
 func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
-	id := in.leader(f)
+	var id []int32
+	hold := sessionTimeout + time.Duration(2000+in.rng.IntN(3000))*time.Millisecond
+	if f.kind == "isolate-coordinator" {
+		id = in.coordinator(f)
+		hold = groupSessionTimeout + time.Duration(2000+in.rng.IntN(3000))*time.Millisecond
+	} else {
+		id = in.leader(f)
+	}
 	if id == nil {
 		return nil, 0, errors.New("no leader")
 	}
@@ -221,7 +240,24 @@ func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
 		heal()
 		return nil, 0, err
 	}
-	return heal, sessionTimeout + time.Duration(2000+in.rng.IntN(3000))*time.Millisecond, nil
+	return heal, hold, nil
+}
+
+// coordinator is the node coordinating the workload's group.
+func (in *injector) coordinator(f *fault) []int32 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, ok := kadm.NewClient(cl).FindGroupCoordinators(ctx, in.group)[in.group]
+	if !ok || r.Err != nil {
+		return nil
+	}
+	f.detail = fmt.Sprintf("node %d (coordinator of %s)", r.NodeID, in.group)
+	return []int32{r.NodeID}
 }
 
 // diskFull fills the tmpfs node's data dir for 4–6 s; the heal frees it.

@@ -205,7 +205,7 @@ func (r *runner) mainPhase() (*result, error) {
 	if err := createTopic(c.seeds(), topic, r.o.partitions); err != nil {
 		return nil, err
 	}
-	in := &injector{c: c, rng: rand.New(rand.NewPCG(r.o.seed, 12)), topic: topic, parts: r.o.partitions,
+	in := &injector{c: c, rng: rand.New(rand.NewPCG(r.o.seed, 12)), topic: topic, parts: r.o.partitions, group: topic + "-group",
 		maxNode: r.o.nodes + 1, logf: r.logf}
 	if err := c.waitFor(60*time.Second, "a full ISR", func() bool { return c.healed([]string{topic}, in.counts()) }); err != nil {
 		return nil, err

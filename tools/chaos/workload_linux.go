@@ -95,7 +95,7 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 	current := func() int { mu.Lock(); defer mu.Unlock(); return session }
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.SessionTimeout(10*time.Second), kgo.MetadataMinAge(200*time.Millisecond),
+		kgo.SessionTimeout(groupSessionTimeout), kgo.MetadataMinAge(200*time.Millisecond),
 		kgo.OnPartitionsAssigned(bump), kgo.OnPartitionsRevoked(bump), kgo.OnPartitionsLost(bump))
 	if err != nil {
 		return
