@@ -67,6 +67,19 @@ type Config struct {
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
 
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, bytes/s (math.MaxInt64: no
+	// throttle). Usually set dynamically; read them through
+	// Broker.ReplicationThrottles.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
+
+	// GroupProtocolKeys holds the broker keys of Kafka 4's group protocols
+	// (group.consumer.*, group.share.*, group.streams.*: defaults and
+	// bounds of GROUP resource configs), indexed by groupBrokerSlot.
+	GroupProtocolKeys [numGroupBrokerInts]int64
+
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
 	// core). cmd/sluice reads them; the engine never touches a socket.

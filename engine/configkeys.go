@@ -35,8 +35,8 @@ const (
 )
 
 // scope is whether Kafka lets a broker key change at run time
-// (DynamicBrokerConfig), and where. Sluice records it now and serves no
-// dynamic broker configs yet (servesDynamicBrokerConfigs).
+// (DynamicBrokerConfig), and where. Sluice accepts the same dynamic
+// alterations (dynconfig.go), but for the keys marked restartOnly.
 type scope int8
 
 const (
@@ -44,11 +44,6 @@ const (
 	perBroker                // Kafka: dynamic, per broker
 	clusterWide              // Kafka: dynamic, per broker or as a cluster-wide default
 )
-
-// servesDynamicBrokerConfigs turns on broker-level AlterConfigs. Until it
-// does, DescribeConfigs reports every broker key read-only, which is what
-// Sluice does with them.
-const servesDynamicBrokerConfigs = false
 
 // use is what Sluice does with a key's value.
 type use int8
@@ -91,6 +86,10 @@ type configKey struct {
 	// name (Kafka's: log.retention.ms > minutes > hours).
 	aliases []alias
 	use     use
+	// restartOnly marks a key Kafka changes at run time and Sluice does
+	// not (it binds listeners once): a dynamic alteration is refused and
+	// DescribeConfigs reports it read-only.
+	restartOnly bool
 	// field binds a useConfig value to Config: a pointer to an int32,
 	// int64, int, bool, string or float64 field, or a millis/minutes
 	// duration. Rows whose value needs translation set get and set instead.
@@ -123,14 +122,14 @@ const (
 
 // configKeys is the table, broker keys in the order of Kafka's docs
 // sections; lookups go through the indexes below.
-var configKeys = []configKey{
+var configKeys = append([]configKey{
 	// Node identity and listeners.
 	{name: "node.id", typ: typeInt, def: "1", min: 0, max: maxInt32, doc: "id of this node",
 		aliases: []alias{{name: "broker.id", same: true}}, field: func(c *Config) any { return &c.NodeID }},
-	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker,
+	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker, restartOnly: true,
 		doc: "address the broker listens on (the first PLAINTEXT listener)",
 		get: listenersString, set: setListeners},
-	{name: "advertised.listeners", typ: typeString, scope: perBroker, doc: "address clients are told to connect to; listeners when unset",
+	{name: "advertised.listeners", typ: typeString, scope: perBroker, restartOnly: true, doc: "address clients are told to connect to; listeners when unset",
 		get: func(c *Config) string { return listenerOrEmpty(c.Advertise) }, set: func(c *Config, v string) error { return setListener(&c.Advertise, v) }},
 	{name: "log.dirs", typ: typeString, def: "./data", doc: "data directory (one)",
 		aliases: []alias{{name: "log.dir"}}, get: func(c *Config) string { return c.DataDir }, set: setDir},
@@ -257,6 +256,13 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return millis{&c.BrokerSessionTimeout} }},
 	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", min: 0, max: maxLong, doc: "a follower behind this long leaves the ISR",
 		field: func(c *Config) any { return millis{&c.ReplicaLagTimeMax} }},
+	// Replication throttles (Kafka's DynamicConfig.Broker): bytes/s of
+	// throttled replicas' traffic; the replica fetcher reads them through
+	// Broker.ReplicationThrottles.
+	{name: "leader.replication.throttled.rate", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide,
+		doc: "bytes/s a leader sends to followers of throttled replicas", field: func(c *Config) any { return &c.LeaderReplicationThrottledRate }},
+	{name: "follower.replication.throttled.rate", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide,
+		doc: "bytes/s a follower fetches for throttled replicas", field: func(c *Config) any { return &c.FollowerReplicationThrottledRate }},
 
 	// Sluice's own: the network backend of `sluice serve` (flags --net and
 	// --net-loops override; SLUICE_NET sets the default).
@@ -273,7 +279,7 @@ var configKeys = []configKey{
 	ignored("num.recovery.threads.per.data.dir", typeInt),
 	ignored("transaction.state.log.replication.factor", typeInt), ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
-}
+}, groupBrokerKeys()...)
 
 func ignored(name string, typ kmsg.ConfigType) configKey {
 	return configKey{name: name, typ: typ, use: useIgnored, doc: "accepted and ignored"}
@@ -315,8 +321,9 @@ func (k *configKey) bounds() (min, max int64) {
 // described says whether DescribeConfigs reports the key.
 func (k *configKey) described() bool { return k.use != useIgnored }
 
-// readOnly is DescribeConfigs' read_only of the broker-level key.
-func (k *configKey) readOnly() bool { return k.scope == static || !servesDynamicBrokerConfigs }
+// readOnly is DescribeConfigs' read_only of the broker-level key: whether
+// Sluice refuses to change it at run time.
+func (k *configKey) readOnly() bool { return k.scope == static || k.restartOnly || k.use == useIgnored }
 
 // sensitive keys are described without their value.
 func (k *configKey) sensitive() bool { return k.typ == typePassword }

@@ -24,7 +24,14 @@ type TopicSettings struct {
 	// MinInsyncReplicas is min.insync.replicas: the ISR an acks=all
 	// append needs.
 	MinInsyncReplicas int32
+
+	// base is the broker config the settings were resolved from, so that
+	// a change of the dynamic broker configs resolves them again.
+	base *Config
 }
+
+// resolvedFrom reports whether s was resolved from the broker config c.
+func (s *TopicSettings) resolvedFrom(c *Config) bool { return s.base == c }
 
 // topicKeys indexes the table's rows by their topic-level name;
 // topicKeyNames is sorted, so DescribeConfigs answers in a stable order.
@@ -69,7 +76,7 @@ func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 		}
 	}
 	s := TopicSettings{Log: t.Log, CompressionType: t.CompressionType, MaxMessageBytes: t.MessageMaxBytes,
-		MinInsyncReplicas: t.MinInsyncReplicas}
+		MinInsyncReplicas: t.MinInsyncReplicas, base: c}
 	// cleanup.policy=compact alone never deletes by age or size in Kafka
 	// (__consumer_offsets relies on it); storage only knows retention.
 	if p, ok := overrides["cleanup.policy"]; ok && !strings.Contains(p, "delete") {

@@ -45,6 +45,7 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	}
 	opts.NodeID, opts.ClusterID, opts.Voters, opts.Listener, opts.Decide = cfg.NodeID, clusterID, voters, ln, decide
 	opts.Dir = filepath.Join(cfg.DataDir, engine.ClusterMetadataDir)
+	opts.ValidateConfigs = engine.ConfigValidator(cfg)
 	s, err := controller.StartService(opts)
 	if err != nil {
 		ln.Close()
