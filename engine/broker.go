@@ -24,12 +24,12 @@ type Broker struct {
 	hosted  partitionManager // the partitions open here (registry.go)
 	metrics *Metrics
 
-	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
-	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
-	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
-	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
-	cluster  *clusterLink       // nil on a single node (cluster.go)
-	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
+	groups   *groupCoordinator             // consumer groups and committed offsets (groups.go)
+	sessions *fetchSessionCache            // incremental fetch sessions (fetch_sessions.go)
+	waiters  *fetchPurgatory               // long-polling fetches (fetch_purgatory.go)
+	pids     *producerIDManager            // InitProducerId allocation (producer_ids.go)
+	cluster  *clusterLink                  // nil on a single node (cluster.go)
+	replicas *replicaManager               // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
 	dynamic  atomic.Pointer[brokerConfigs] // dynamic broker configs and the effective config (dynconfig.go)
 
 	closing   chan struct{} // closed when Close starts
