@@ -37,6 +37,9 @@ type Config struct {
 	CompressionType string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
+	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the cleaner
+	// looks for work (read at run time: it is dynamic).
+	LogCleanerBackoff time.Duration
 
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms

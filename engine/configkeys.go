@@ -186,6 +186,8 @@ var configKeys = append([]configKey{
 		doc: "dirty ratio that triggers compaction", field: func(c *Config) any { return &c.Log.MinCleanableDirtyRatio }},
 	{name: "log.cleaner.min.compaction.lag.ms", typ: typeLong, def: "0", min: 0, max: maxLong, scope: clusterWide, topic: "min.compaction.lag.ms",
 		doc: "shortest time a message stays uncompacted", field: func(c *Config) any { return &c.Log.MinCompactionLagMs }},
+	{name: "log.cleaner.backoff.ms", typ: typeLong, def: "15000", min: 0, max: maxLong, scope: clusterWide,
+		doc: "how often the log cleaner looks for partitions to compact", field: func(c *Config) any { return millis{&c.LogCleanerBackoff} }},
 	{name: "log.cleaner.max.compaction.lag.ms", typ: typeLong, def: "9223372036854775807", min: 1, max: maxLong, scope: clusterWide, topic: "max.compaction.lag.ms", use: useFixed,
 		doc: "longest time a message stays uncompacted"},
 

@@ -321,3 +321,41 @@ func TestDynamicBrokerConfigsSurviveRestart(t *testing.T) {
 		t.Fatalf("after restart: %v, %v", c["log.retention.bytes"].Source, c["log.flush.interval.messages"].Source)
 	}
 }
+
+// TestDynamicLogCleanerBackoff: the cleaner's round interval is read at
+// run time. A compacted topic full of superseded keys, written just after
+// start (the default 15 s round is far off), is compacted by the cleaner
+// loop itself once a cluster-wide log.cleaner.backoff.ms of 100 is set.
+func TestDynamicLogCleanerBackoff(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := tb.Admin(t)
+	if _, err := adm.CreateTopic(adminCtx(t), 1, 1, map[string]*string{
+		"cleanup.policy": kadm.StringPtr("compact"), "segment.bytes": kadm.StringPtr("2048"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+	}, "superseded"); err != nil {
+		t.Fatal(err)
+	}
+	cl := tb.Client(t, kgo.DefaultProduceTopic("superseded"), kgo.ProducerLinger(0))
+	for i := range 200 {
+		r := &kgo.Record{Key: []byte{byte(i % 4)}, Value: []byte(strings.Repeat("v", 100))}
+		if err := cl.ProduceSync(adminCtx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := engine.PartitionLog(tb.Broker.Topic("superseded").Partition(0))
+	if err := log.Flush(); err != nil { // the cleaner works below the recovery point
+		t.Fatal(err)
+	}
+	before := log.Size()
+	if err := alterBroker(t, tb, []kadm.AlterConfig{set("log.cleaner.backoff.ms", "100")}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for log.Size() > before/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not compacted 10 s after log.cleaner.backoff.ms=100: %d bytes (was %d)", log.Size(), before)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("compacted by the cleaner loop: %d bytes → %d", before, log.Size())
+}
