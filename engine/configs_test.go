@@ -296,7 +296,7 @@ func TestDescribeConfigsAnswersEveryKeyOnce(t *testing.T) {
 	for name, want := range map[string]engine.DescribedKey{"node.id": {Type: kmsg.ConfigTypeInt, ReadOnly: true},
 		"broker.id": {Type: kmsg.ConfigTypeInt, ReadOnly: true}, "log.retention.ms": {Type: kmsg.ConfigTypeLong},
 		"log.cleanup.policy": {Type: kmsg.ConfigTypeList}, "sluice.net": {Type: kmsg.ConfigTypeString, ReadOnly: true},
-		"auto.create.topics.enable": {Type: kmsg.ConfigTypeBoolean, ReadOnly: true},
+		"auto.create.topics.enable":       {Type: kmsg.ConfigTypeBoolean, ReadOnly: true},
 		"log.cleaner.min.cleanable.ratio": {Type: kmsg.ConfigTypeDouble}, "listeners": {Type: kmsg.ConfigTypeString, ReadOnly: true}} {
 		if k, ok := brokerKeys[name]; !ok || k != want {
 			t.Errorf("broker key %s: %+v, want %+v", name, k, want)
