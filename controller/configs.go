@@ -103,3 +103,22 @@ func checkConfigResource(img metadata.Image, cr metadata.ConfigResource) (*kerr.
 	}
 	return nil, ""
 }
+
+// uncleanAllowed reports whether topic may elect a leader outside its
+// ISR: KRaft's lookup of unclean.leader.election.enable — the topic's
+// config, else this controller's own dynamic broker config, else the
+// cluster-wide one, else the static default.
+func (c *Controller) uncleanAllowed(img metadata.Image, topic string) bool {
+	levels := []map[string]string{img.TopicConfigs(topic)}
+	if c.cfg.NodeID >= 0 {
+		levels = append(levels, img.Configs(metadata.ConfigResource{Type: metadata.ResourceBroker, Name: strconv.Itoa(int(c.cfg.NodeID))}))
+	}
+	levels = append(levels, img.Configs(metadata.ConfigResource{Type: metadata.ResourceBroker}))
+	for _, kv := range levels {
+		if v, ok := kv[UncleanLeaderElectionConfig]; ok {
+			on, err := strconv.ParseBool(v)
+			return err == nil && on
+		}
+	}
+	return c.cfg.UncleanLeaderElection
+}

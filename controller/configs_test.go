@@ -84,3 +84,41 @@ func TestConfigRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestUncleanLeaderElectionLookup: KRaft's precedence for
+// unclean.leader.election.enable — topic, this controller's node, the
+// cluster-wide default, the static value.
+func TestUncleanLeaderElectionLookup(t *testing.T) {
+	v := func(s string) *string { return &s }
+	topic := func(val string) metadata.Record {
+		return metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: "t", Name: UncleanLeaderElectionConfig, Value: v(val)}
+	}
+	broker := func(name, val string) metadata.Record {
+		return metadata.ConfigRecord{ResourceType: metadata.ResourceBroker, ResourceName: name, Name: UncleanLeaderElectionConfig, Value: v(val)}
+	}
+	base := []metadata.Record{metadata.TopicRecord{Name: "t", TopicID: [16]byte{1}},
+		metadata.PartitionRecord{TopicID: [16]byte{1}, Replicas: []int32{1}, ISR: []int32{1}, Leader: 1}}
+	for _, tc := range []struct {
+		what   string
+		static bool
+		recs   []metadata.Record
+		want   bool
+	}{
+		{"static off", false, nil, false},
+		{"static on", true, nil, true},
+		{"cluster default over static", false, []metadata.Record{broker("", "true")}, true},
+		{"this node over the cluster default", false, []metadata.Record{broker("", "true"), broker("3", "false")}, false},
+		{"another node's value does not count", false, []metadata.Record{broker("2", "true")}, false},
+		{"topic over all", true, []metadata.Record{broker("", "true"), broker("3", "true"), topic("false")}, false},
+	} {
+		img, err := metadata.ApplyAll(metadata.Image{}, append(append([]metadata.Record{}, base...), tc.recs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig("")
+		cfg.NodeID, cfg.UncleanLeaderElection = 3, tc.static
+		if got := New(cfg).uncleanAllowed(img, "t"); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.what, got, tc.want)
+		}
+	}
+}

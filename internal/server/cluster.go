@@ -37,6 +37,7 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	decide := controller.DefaultConfig(clusterID)
 	decide.SessionTimeoutMs = cfg.BrokerSessionTimeout.Milliseconds()
 	decide.UncleanLeaderElection = cfg.UncleanLeaderElection
+	decide.NodeID = cfg.NodeID
 	decide.DefaultPartitions = cfg.NumPartitions
 	decide.DefaultReplicationFactor = int16(cfg.DefaultReplicationFactor)
 	if cfg.AutoLeaderRebalance {
