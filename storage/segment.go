@@ -125,7 +125,7 @@ func createSegmentAs(dir string, base int64, cfg Config, tmp string) (*segment, 
 		return nil, err
 	}
 	s.log = f
-	if err := s.mapWritable(cfg); err != nil {
+	if err := s.mapIndexes(cfg, true); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -154,7 +154,12 @@ func openSegment(dir string, base int64) (*segment, error) {
 // mapWritable maps both indexes read-write at their preallocated size, as
 // the active segment (and a segment under recovery) needs. Entries already
 // in the files are kept as far as they are sane; recovery trims them further.
-func (s *segment) mapWritable(cfg Config) error {
+func (s *segment) mapWritable(cfg Config) error { return s.mapIndexes(cfg, false) }
+
+// mapIndexes is mapWritable; fresh says the index files were just created,
+// so they hold no entries and the scan for a sane prefix (which touches
+// their first pages) is skipped.
+func (s *segment) mapIndexes(cfg Config, fresh bool) error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
 	if s.ix.mapped {
@@ -175,6 +180,11 @@ func (s *segment) mapWritable(cfg Config) error {
 	}
 	s.ix.off.buf, s.ix.tim.buf = offBuf, timBuf
 	s.ix.mapped, s.ix.writable, s.ix.pinned = true, true, true
+	if fresh {
+		s.ix.off.truncate(0)
+		s.ix.tim.truncate(0)
+		return nil
+	}
 	s.ix.off.truncate(min(offSize/offsetEntrySize, s.ix.off.validPrefix(s.size.Load())))
 	s.ix.tim.truncate(min(timSize/timeEntrySize, s.ix.tim.validPrefix(maxRel)))
 	return nil
