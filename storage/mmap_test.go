@@ -38,7 +38,7 @@ func TestIndexFaultReadsNoAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unmap(buf)
-	sink += buf[0] // a read, as an index lookup makes
+	sink += buf[0]         // a read, as an index lookup makes
 	const faultAround = 16 // the kernel's default fault_around_bytes, 64 KiB
 	if n := residentPages(t, buf); n > faultAround {
 		t.Fatalf("one touch made %d pages resident", n)

@@ -278,15 +278,21 @@ func (s *segment) seal() error {
 	if !s.ix.writable {
 		return nil
 	}
-	offLen := s.ix.off.n.Load() * offsetEntrySize
-	timLen := s.ix.tim.n.Load() * timeEntrySize
 	err := errors.Join(syncMapped(s.ix.off.buf), syncMapped(s.ix.tim.buf))
-	s.unmapLocked()
-	return errors.Join(err,
-		truncatePath(s.path(indexSuffix), offLen),
-		truncatePath(s.path(timeIndexSuffix), timLen),
+	return errors.Join(err, s.trimLocked(),
 		syncPath(s.path(indexSuffix)),
 		syncPath(s.path(timeIndexSuffix)))
+}
+
+// trimLocked unmaps the writable indexes and cuts their files to the
+// entries they hold. The caller holds s.ix exclusively.
+func (s *segment) trimLocked() error {
+	offLen := s.ix.off.n.Load() * offsetEntrySize
+	timLen := s.ix.tim.n.Load() * timeEntrySize
+	s.unmapLocked()
+	return errors.Join(
+		truncatePath(s.path(indexSuffix), offLen),
+		truncatePath(s.path(timeIndexSuffix), timLen))
 }
 
 // syncIndexes flushes the active segment's index mappings.
