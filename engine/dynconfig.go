@@ -155,26 +155,32 @@ func levelSynonyms(k *configKey, kv map[string]string, source kmsg.ConfigSource)
 // Kafka's answers: an unknown key is INVALID_CONFIG; a key that cannot
 // change at run time, a per-broker key at the cluster level and a bad
 // value are INVALID_REQUEST (Kafka's DynamicBrokerConfig.validate, whose
-// ConfigException the broker turns into INVALID_REQUEST).
+// ConfigException the broker turns into INVALID_REQUEST). A key Kafka
+// changes at run time and Sluice does not (restartOnly) is refused the
+// same way.
 func ValidateBrokerConfigs(kv map[string]string, named bool) error {
 	names := slices.Sorted(maps.Keys(kv))
-	var readOnly, notDefault []string
+	var readOnly, notDefault, restartOnly []string
 	for _, name := range names {
 		ref, ok := brokerKeys[name]
 		switch {
 		case !ok:
 			return configErr("Unknown broker config: %s", name)
-		case ref.key.readOnly() || ref.alias != nil && ref.alias.same:
+		case ref.key.scope == static || ref.key.use == useIgnored || ref.alias != nil && ref.alias.same:
 			readOnly = append(readOnly, name)
 		case ref.key.scope == perBroker && !named:
 			notDefault = append(notDefault, name)
+		case ref.key.restartOnly:
+			restartOnly = append(restartOnly, name)
 		}
 	}
-	if len(readOnly) > 0 {
+	switch {
+	case len(readOnly) > 0:
 		return topicErr(kerr.InvalidRequest, "Cannot update these configs dynamically: Set(%s)", strings.Join(readOnly, ", "))
-	}
-	if len(notDefault) > 0 {
+	case len(notDefault) > 0:
 		return topicErr(kerr.InvalidRequest, "Cannot update these configs at default cluster level, broker id must be specified: Set(%s)", strings.Join(notDefault, ", "))
+	case len(restartOnly) > 0:
+		return topicErr(kerr.InvalidRequest, "Cannot update these configs dynamically: Set(%s) (Sluice changes them at restart only)", strings.Join(restartOnly, ", "))
 	}
 	for _, name := range names {
 		if _, err := brokerKeys[name].inKeyUnits(kv[name]); err != nil {

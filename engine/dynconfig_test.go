@@ -231,15 +231,17 @@ func TestDynamicBrokerConfigErrors(t *testing.T) {
 		ops  []kadm.AlterConfig
 		ids  []int32
 		want *kerr.Error
+		msg  string // a part of the message
 	}{
-		{"unknown key", []kadm.AlterConfig{set("no.such.key", "1")}, nil, kerr.InvalidConfig},
-		{"topic key on a broker", []kadm.AlterConfig{set("retention.ms", "1")}, nil, kerr.InvalidConfig},
-		{"read-only key", []kadm.AlterConfig{set("num.partitions", "3")}, []int32{node}, kerr.InvalidRequest},
-		{"restart-only key", []kadm.AlterConfig{set("listeners", "PLAINTEXT://127.0.0.1:1")}, []int32{node}, kerr.InvalidRequest},
-		{"bad value", []kadm.AlterConfig{set("log.retention.ms", "soon")}, nil, kerr.InvalidRequest},
-		{"out of range", []kadm.AlterConfig{set("log.segment.bytes", "10")}, []int32{node}, kerr.InvalidRequest},
-		{"another broker", []kadm.AlterConfig{set("log.retention.ms", "1000")}, []int32{node + 1}, kerr.InvalidRequest},
-		{"append to a non-list", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "log.retention.ms", Value: kadm.StringPtr("1")}}, nil, kerr.InvalidConfig},
+		{"unknown key", []kadm.AlterConfig{set("no.such.key", "1")}, nil, kerr.InvalidConfig, "Unknown broker config: no.such.key"},
+		{"topic key on a broker", []kadm.AlterConfig{set("retention.ms", "1")}, nil, kerr.InvalidConfig, "Unknown"},
+		{"read-only key", []kadm.AlterConfig{set("num.partitions", "3")}, []int32{node}, kerr.InvalidRequest, "Cannot update these configs dynamically: Set(num.partitions)"},
+		{"restart-only key", []kadm.AlterConfig{set("listeners", "PLAINTEXT://127.0.0.1:1")}, []int32{node}, kerr.InvalidRequest, "restart only"},
+		{"per-broker key at the cluster level", []kadm.AlterConfig{set("advertised.listeners", "PLAINTEXT://h:1")}, nil, kerr.InvalidRequest, "broker id must be specified"},
+		{"bad value", []kadm.AlterConfig{set("log.retention.ms", "soon")}, nil, kerr.InvalidRequest, "Invalid value soon for configuration log.retention.ms"},
+		{"out of range", []kadm.AlterConfig{set("log.segment.bytes", "10")}, []int32{node}, kerr.InvalidRequest, "out of range"},
+		{"another broker", []kadm.AlterConfig{set("log.retention.ms", "1000")}, []int32{node + 1}, kerr.InvalidRequest, "Unexpected broker id"},
+		{"append to a non-list", []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "log.retention.ms", Value: kadm.StringPtr("1")}}, nil, kerr.InvalidConfig, "not LIST"},
 	} {
 		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -254,7 +256,7 @@ func TestDynamicBrokerConfigErrors(t *testing.T) {
 		}
 		req.Resources = append(req.Resources, rr)
 		resp := adminRaw(t, tb.Addr, req).(*kmsg.IncrementalAlterConfigsResponse)
-		if got := resp.Resources[0].ErrorCode; got != tc.want.Code {
+		if got, msg := resp.Resources[0].ErrorCode, derefOr(resp.Resources[0].ErrorMessage); got != tc.want.Code || !strings.Contains(msg, tc.msg) {
 			t.Errorf("%s: error %v (%s), want %v", tc.what, kerr.ErrorForCode(got), derefOr(resp.Resources[0].ErrorMessage), tc.want)
 		}
 	}
