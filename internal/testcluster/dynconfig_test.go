@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +12,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/controller"
 )
+
+func derefOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
 
 // brokerConfig describes key on broker id (kadm sends a named broker's
 // configs to that broker), as that broker applies it.
@@ -40,8 +50,9 @@ func brokerConfig(t *testing.T, adm *kadm.Client, id int32, key string) (kadm.Co
 // broker from its image (described with DYNAMIC_DEFAULT_BROKER_CONFIG,
 // and in force: message.max.bytes refuses large batches on every leader);
 // a per-broker value stays with its broker; a group config set through
-// one broker is described by another; a restarted broker applies them
-// again from the metadata log.
+// one broker is described by another; the controller refuses what its
+// config table refuses, sent to it directly; a restarted broker applies
+// them again from the metadata log.
 func TestDynamicConfigsReachEveryBroker(t *testing.T) {
 	c := Start(t, 3, Options{})
 	adm := kadm.NewClient(c.Client())
@@ -118,6 +129,38 @@ func TestDynamicConfigsReachEveryBroker(t *testing.T) {
 		r, err := d.RequestWith(ctxT(t, 10*time.Second), c.clientOf(t, c.Nodes[0]))
 		return err == nil && len(r.Resources[0].Configs) == 1 && r.Resources[0].Configs[0].Source == kmsg.ConfigSourceGroupConfig
 	})
+
+	// The controller checks what it commits itself, whatever a broker
+	// sends it: changes no broker would forward are refused there.
+	ctl := controller.NewClient([]string{c.Nodes[0].ControllerAddr, c.Nodes[1].ControllerAddr, c.Nodes[2].ControllerAddr})
+	defer ctl.Close()
+	for _, tc := range []struct {
+		typ        kmsg.ConfigResourceType
+		name, k, v string
+		want       *kerr.Error
+		msg        string
+	}{
+		{kmsg.ConfigResourceTypeBroker, "", "num.partitions", "3", kerr.InvalidRequest, "Cannot update these configs dynamically: Set(num.partitions)"},
+		{kmsg.ConfigResourceTypeBroker, "1", "log.retention.ms", "soon", kerr.InvalidRequest, "Invalid value soon"},
+		{kmsg.ConfigResourceTypeGroupConfig, "g", "consumer.session.timeout.ms", "1000", kerr.InvalidConfig, "must be in the range 45000 to 60000"},
+		{kmsg.ConfigResourceTypeTopic, "capped", "retention.ms", "soon", kerr.InvalidConfig, "retention.ms"},
+	} {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = tc.typ, tc.name
+		op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		op.Name, op.Value = tc.k, kmsg.StringPtr(tc.v)
+		rr.Configs = append(rr.Configs, op)
+		req.Resources = append(req.Resources, rr)
+		resp, err := ctl.Call(ctxT(t, 20*time.Second), controller.LineAdmin, req)
+		if err != nil {
+			t.Fatalf("to the controller: %v", err)
+		}
+		r := resp.(*kmsg.IncrementalAlterConfigsResponse).Resources[0]
+		if msg := derefOr(r.ErrorMessage); r.ErrorCode != tc.want.Code || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%v %q %s=%s: %v %q, want %v %q", tc.typ, tc.name, tc.k, tc.v, kerr.ErrorForCode(r.ErrorCode), msg, tc.want, tc.msg)
+		}
+	}
 
 	c.Nodes[2].Restart()
 	c.WaitFor(30*time.Second, "broker 3 back with the cluster default", func() bool {
