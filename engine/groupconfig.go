@@ -247,14 +247,14 @@ func (c *Config) groupBrokerInt(name string) (int64, bool) {
 
 // isoDuration is the PnDTnHnMn.nS form Java's Duration.parse reads,
 // without a sign (Kafka refuses negative durations).
-var isoDuration = regexp.MustCompile(`^P(\d+D)?(T(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$`)
+var isoDuration = regexp.MustCompile(`(?i)^P(\d+D)?(T(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?$`)
 
 func checkShareAutoOffsetReset(_ *Config, v string) error {
 	d, isDuration := strings.CutPrefix(v, "by_duration:")
 	switch {
 	case v == "latest" || v == "earliest":
 		return nil
-	case isDuration && isoDuration.MatchString(d) && d != "P" && !strings.HasSuffix(d, "T"):
+	case isDuration && isoDuration.MatchString(d) && len(d) > 1 && !strings.HasSuffix(strings.ToUpper(d), "T"):
 		return nil
 	}
 	return configErr("Invalid value `%s` for configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.", v)
