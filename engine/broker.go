@@ -24,13 +24,16 @@ type Broker struct {
 	hosted  partitionManager // the partitions open here (registry.go)
 	metrics *Metrics
 
-	groups   *groupCoordinator             // consumer groups and committed offsets (groups.go)
-	sessions *fetchSessionCache            // incremental fetch sessions (fetch_sessions.go)
-	waiters  *fetchPurgatory               // long-polling fetches (fetch_purgatory.go)
-	pids     *producerIDManager            // InitProducerId allocation (producer_ids.go)
-	cluster  *clusterLink                  // nil on a single node (cluster.go)
-	replicas *replicaManager               // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
-	dynamic  atomic.Pointer[brokerConfigs] // dynamic broker configs and the effective config (dynconfig.go)
+	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
+	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
+	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
+	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
+	cluster  *clusterLink       // nil on a single node (cluster.go)
+	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
+
+	// dynamic holds the dynamic broker configs and the effective config
+	// they lead to (dynconfig.go); replaced at image changes.
+	dynamic atomic.Pointer[brokerConfigs]
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once

@@ -80,7 +80,7 @@ type Config struct {
 
 	// GroupProtocolKeys holds the broker keys of Kafka 4's group protocols
 	// (group.consumer.*, group.share.*, group.streams.*: defaults and
-	// bounds of GROUP resource configs), indexed by groupBrokerSlot.
+	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
 	GroupProtocolKeys [numGroupBrokerInts]int64
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
