@@ -204,15 +204,21 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 }
 
 // syncRoles gives each partition of t the image has assigned here the
-// role the image says (applyImageRole), and opens those newly assigned
-// here. (A partition the image moves away keeps its log until the
-// reassignment work closes it.)
+// role the image says (applyImageRole), opens those newly assigned here
+// and deletes those a reassignment moved away (after publishing the
+// partitions without them, as a topic deletion does).
 func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition) error {
-	var opened []*Partition
+	var opened, moved []*Partition
 	var errs []error
 	for i, p := range parts {
 		pi := &ti.Partitions[i]
 		switch {
+		case p != nil && !pi.Hosts(b.cfg.NodeID):
+			if opened == nil {
+				opened = slices.Clone(parts)
+			}
+			opened[i] = nil
+			moved = append(moved, p)
 		case p != nil:
 			b.applyImageRole(p, pi)
 		case pi.Hosts(b.cfg.NodeID):
@@ -229,6 +235,10 @@ func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition
 	}
 	if opened != nil {
 		t.parts.Store(&opened)
+	}
+	for _, p := range moved {
+		errs = append(errs, p.delete())
+		b.log.Info("deleted partition moved away", "topic", t.Name, "partition", p.Index)
 	}
 	return cmp.Or(errs...)
 }
