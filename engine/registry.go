@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -262,7 +263,7 @@ func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from in
 			// A partition hosted elsewhere has no log here; its slot stays
 			// nil (syncRoles opens it if the image later places it here).
 			// A single node hosts every one.
-			return nil
+			return b.removeLeftover(t, from+int32(i))
 		}
 		p, err := b.openPartition(t, from+int32(i), &pis[i])
 		parts[i] = p
@@ -273,6 +274,21 @@ func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from in
 		return nil, err
 	}
 	return parts, nil
+}
+
+// removeLeftover deletes the directory of partition i of t on a broker
+// the image does not place it on: what is left when a reassignment moved
+// the partition away while this broker was down. The image is the
+// committed one (each metadata read brings a broker to the log's end), so
+// the partition can only come back here as a new replica that copies the
+// leader's log afresh; these bytes are never needed again.
+func (b *Broker) removeLeftover(t *Topic, i int32) error {
+	dir := filepath.Join(b.cfg.DataDir, t.Name+"-"+strconv.Itoa(int(i)))
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	b.log.Info("deleting the log of a partition no longer assigned here", "topic", t.Name, "partition", i)
+	return os.RemoveAll(dir)
 }
 
 // openWorkers bounds how many logs open or close at once.

@@ -374,3 +374,39 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestReassignmentOffStoppedBroker: a partition is moved off a broker
+// while that broker is down; when it comes back, the image no longer
+// places the partition there and the leftover directory is deleted.
+func TestReassignmentOffStoppedBroker(t *testing.T) {
+	const topic = "leftover"
+	c := Start(t, 3, Options{})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, topic, 1, 2)
+	before := assignment(t, c, topic)
+	gone := before[0][1] // a follower
+	var target []int32
+	for _, nd := range c.Nodes {
+		if nd.ID != gone {
+			target = append(target, nd.ID)
+		}
+	}
+	produceConsume(t, c, topic, 0)
+	if err := c.Node(gone).Stop(); err != nil {
+		t.Fatal(err)
+	}
+	reassign(t, c, topic, map[int32][]int32{0: target})
+	waitUntil(t, 30*time.Second, "the reassignment to complete", func() bool {
+		return onTargets(c, c.Node(target[0]), topic, map[int32][]int32{0: target})
+	})
+	dir := partitionDir(c.Node(gone), topic, 0)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the stopped broker's replica is gone before it restarted: %v", err)
+	}
+	c.Node(gone).Restart()
+	c.WaitBrokers(3, 30*time.Second)
+	waitUntil(t, 30*time.Second, "the leftover replica directory to be deleted", func() bool {
+		_, err := os.Stat(dir)
+		return os.IsNotExist(err)
+	})
+}
