@@ -136,11 +136,15 @@ func stateOf(p *metadata.PartitionImage) partState {
 func (st *partState) reassigning() bool { return len(st.adding) > 0 || len(st.removing) > 0 }
 
 // start begins moving the partition from its current replicas to target.
-// A reassignment in progress is replaced: its replicas, adding ones too,
-// are the current set the new one starts from, as in Kafka.
+// A reassignment in progress is replaced: every current replica outside
+// the target is removed, and the target's replicas outside the replicas
+// before it (replicas minus adding) are being added, so the same target
+// sent twice changes nothing. (A replica the first target added and the
+// second drops is removing, not adding: a cancel then keeps it, as
+// Kafka's revert does.)
 func (st *partState) start(target []int32) {
-	current := st.replicas
-	st.adding, st.removing = minus(target, current), minus(current, target)
+	current, original := st.replicas, minus(st.replicas, st.adding)
+	st.adding, st.removing = minus(target, original), minus(current, target)
 	st.replicas = append(slices.Clone(target), st.removing...)
 }
 

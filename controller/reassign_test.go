@@ -124,8 +124,25 @@ func TestReassignment(t *testing.T) {
 		{"a new target replaces the one in progress", []step{
 			{reassign(4, 5, 6), "replicas [4 5 6 1 2 3] isr [1 2 3] leader 1 adding [4 5 6] removing [1 2 3]"},
 			{isr(1, 2, 3, 4), "replicas [4 5 6 1 2 3] isr [1 2 3 4] leader 1 adding [4 5 6] removing [1 2 3]"},
-			{reassign(1, 2, 5), "replicas [1 2 5 4 6 3] isr [1 2 3 4] leader 1 adding [] removing [4 6 3]"},
+			{reassign(1, 2, 5), "replicas [1 2 5 4 6 3] isr [1 2 3 4] leader 1 adding [5] removing [4 6 3]"},
 			{isr(1, 2, 3, 4, 5), "replicas [1 2 5] isr [1 2 5] leader 1"},
+		}},
+		// Kafka's revert: the replicas minus those being added. Replica 4,
+		// added by the first target and dropped by the second, is no
+		// longer "adding", so it stays (and catches up as a follower).
+		{"cancelling a replaced reassignment keeps all but the adding replicas", []step{
+			{reassign(4, 5, 6), "replicas [4 5 6 1 2 3] isr [1 2 3] leader 1 adding [4 5 6] removing [1 2 3]"},
+			{reassign(1, 5, 6), "replicas [1 5 6 4 2 3] isr [1 2 3] leader 1 adding [5 6] removing [4 2 3]"},
+			{cancel, "replicas [1 4 2 3] isr [1 2 3] leader 1"},
+		}},
+		{"the same target sent again changes nothing", []step{
+			{reassign(1, 2, 3, 4), "replicas [1 2 3 4] isr [1 2 3] leader 1 adding [4] removing []"},
+			{func(h *harness) {
+				res := h.c.AlterPartitionReassignments(h.img, []Reassignment{{TopicPartition{"t", 0}, ints(1, 2, 3, 4)}}, true)
+				if res.Partitions[0].Err != nil || len(res.Records) != 0 {
+					h.t.Fatalf("again: %v, records %v", res.Partitions[0].Err, res.Records)
+				}
+			}, "replicas [1 2 3 4] isr [1 2 3] leader 1 adding [4] removing []"},
 		}},
 		{"a new target already in the ISR completes at once", []step{
 			{reassign(1, 2, 3, 4), "replicas [1 2 3 4] isr [1 2 3] leader 1 adding [4] removing []"},
