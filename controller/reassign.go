@@ -49,9 +49,10 @@ type ReassignAnswer struct {
 	Message string
 }
 
-// AlterPartitionReassignments starts, replaces or cancels reassignments,
-// each partition against the image its predecessors in the request left.
-// A target is refused INVALID_REPLICA_ASSIGNMENT when it is empty, names a
+// AlterPartitionReassignments starts, replaces or cancels reassignments.
+// Each partition is decided against img (a partition named twice is
+// INVALID_REQUEST the second time), so a request over every partition of
+// a large topic costs one copy of it, not one per partition. A target is refused INVALID_REPLICA_ASSIGNMENT when it is empty, names a
 // broker twice or one that is not registered, or adds a broker that is
 // fenced or shutting down; INVALID_REPLICATION_FACTOR when it changes the
 // replication factor and allowRFChange is false (KIP-860). A partition
@@ -60,33 +61,39 @@ type ReassignAnswer struct {
 func (c *Controller) AlterPartitionReassignments(img metadata.Image, reqs []Reassignment, allowRFChange bool) ReassignResult {
 	b := newBatch(img)
 	var out ReassignResult
+	seen := map[TopicPartition]bool{}
 	for _, r := range reqs {
-		err, msg := c.reassignOne(b, r, allowRFChange)
+		msg, err := "partition named twice", kerr.InvalidRequest
+		if !seen[r.TopicPartition] {
+			msg, err = c.reassignOne(img, b, r, allowRFChange)
+		}
+		seen[r.TopicPartition] = true
 		out.Partitions = append(out.Partitions, ReassignAnswer{TopicPartition: r.TopicPartition, Err: err, Message: msg})
 	}
 	out.Records = b.records()
 	return out
 }
 
-func (c *Controller) reassignOne(b *batch, r Reassignment, allowRFChange bool) (*kerr.Error, string) {
-	img := b.image()
+// reassignOne decides one partition; a refusal comes with a message for
+// the client.
+func (c *Controller) reassignOne(img metadata.Image, b *batch, r Reassignment, allowRFChange bool) (string, *kerr.Error) {
 	t := img.Topic(r.Topic)
 	if t == nil || r.Partition < 0 || int(r.Partition) >= len(t.Partitions) {
-		return kerr.UnknownTopicOrPartition, ""
+		return "", kerr.UnknownTopicOrPartition
 	}
 	p := &t.Partitions[r.Partition]
 	st := stateOf(p)
 	if r.Replicas == nil {
 		if !st.reassigning() {
-			return kerr.NoReassignmentInProgress, ""
+			return "", kerr.NoReassignmentInProgress
 		}
 		st.revert(img)
 	} else {
 		if msg := invalidTarget(img, p, r.Replicas); msg != "" {
-			return kerr.InvalidReplicaAssignment, msg
+			return msg, kerr.InvalidReplicaAssignment
 		}
 		if !allowRFChange && len(r.Replicas) != len(originalReplicas(p)) {
-			return kerr.InvalidReplicationFactor, "the reassignment would change the replication factor"
+			return "the reassignment would change the replication factor", kerr.InvalidReplicationFactor
 		}
 		st.start(r.Replicas)
 		st.tryComplete(img)
@@ -94,13 +101,16 @@ func (c *Controller) reassignOne(b *batch, r Reassignment, allowRFChange bool) (
 	if rec, changed := st.record(t, int(r.Partition), p); changed {
 		b.add(rec)
 	}
-	return nil, ""
+	return "", nil
 }
 
 // invalidTarget says what is wrong with target as p's new replicas, or "".
 func invalidTarget(img metadata.Image, p *metadata.PartitionImage, target []int32) string {
-	if len(target) == 0 {
+	switch {
+	case len(target) == 0:
 		return "empty replica list"
+	case len(target) > len(img.Brokers()): // and bounds the quadratic checks below
+		return "more replicas than registered brokers"
 	}
 	for i, r := range target {
 		if slices.Contains(target[:i], r) {

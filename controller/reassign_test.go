@@ -169,27 +169,30 @@ func TestReassignment(t *testing.T) {
 func TestReassignmentRefused(t *testing.T) {
 	h := newHarness(t)
 	h.brokers(5)
-	h.topic("t", ints(1, 2, 3))
-	h.topic("u", ints(1, 2, 3))
-	h.topic("v", ints(1, 2, 3))
+	three := ints(1, 2, 3)
+	h.topic("t", three, three, three, three, three, three, three, three)
+	h.topic("u", three)
+	h.topic("v", three)
 	h.fenceNow(5)
 	h.register(9, 1, nil) // registered, never unfenced
 	reqs := []Reassignment{
-		{TopicPartition{"t", 0}, ints(1, 2, 7)},    // broker 7 unknown
-		{TopicPartition{"t", 0}, ints(1, 2, 2)},    // twice
-		{TopicPartition{"t", 0}, []int32{}},        // empty
-		{TopicPartition{"t", 0}, ints(1, 2, 5)},    // a new replica on a fenced broker
-		{TopicPartition{"t", 0}, ints(1, 2, 9)},    // a new replica on a broker never unfenced
-		{TopicPartition{"t", 1}, ints(1, 2, 3)},    // no partition 1
-		{TopicPartition{"nope", 0}, ints(1, 2, 3)}, // no topic
-		{TopicPartition{"t", -1}, ints(1, 2, 3)},   // negative partition
-		{TopicPartition{"t", 0}, nil},              // nothing to cancel
-		{TopicPartition{"u", 0}, ints(1, 2, 3, 4)}, // fine
-		{TopicPartition{"t", 0}, ints(4, 2, 3)},    // fine
+		{TopicPartition{"t", 0}, ints(1, 2, 7)},             // broker 7 unknown
+		{TopicPartition{"t", 1}, ints(1, 2, 2)},             // twice
+		{TopicPartition{"t", 2}, []int32{}},                 // empty
+		{TopicPartition{"t", 3}, ints(1, 2, 5)},             // a new replica on a fenced broker
+		{TopicPartition{"t", 4}, ints(1, 2, 9)},             // a new replica on a broker never unfenced
+		{TopicPartition{"t", 5}, ints(1, 2, 3, 4, 5, 9, 7)}, // more replicas than brokers
+		{TopicPartition{"t", 8}, three},                     // no partition 8
+		{TopicPartition{"nope", 0}, three},                  // no topic
+		{TopicPartition{"t", -1}, three},                    // negative partition
+		{TopicPartition{"t", 6}, nil},                       // nothing to cancel
+		{TopicPartition{"u", 0}, ints(1, 2, 3, 4)},          // fine
+		{TopicPartition{"t", 7}, ints(4, 2, 3)},             // fine
+		{TopicPartition{"t", 7}, ints(1, 2, 3)},             // named twice
 	}
 	want := []*kerr.Error{kerr.InvalidReplicaAssignment, kerr.InvalidReplicaAssignment, kerr.InvalidReplicaAssignment,
-		kerr.InvalidReplicaAssignment, kerr.InvalidReplicaAssignment, kerr.UnknownTopicOrPartition,
-		kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition, kerr.NoReassignmentInProgress, nil, nil}
+		kerr.InvalidReplicaAssignment, kerr.InvalidReplicaAssignment, kerr.InvalidReplicaAssignment, kerr.UnknownTopicOrPartition,
+		kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition, kerr.NoReassignmentInProgress, nil, nil, kerr.InvalidRequest}
 	res := h.c.AlterPartitionReassignments(h.img, reqs, true)
 	for i, a := range res.Partitions {
 		if a.Err != want[i] {
@@ -201,12 +204,13 @@ func TestReassignmentRefused(t *testing.T) {
 	}
 	h.commit(res.Records...)
 	h.wantPlacement("u", 0, "replicas [1 2 3 4] isr [1 2 3] leader 1 adding [4] removing []")
-	h.wantPlacement("t", 0, "replicas [4 2 3 1] isr [1 2 3] leader 1 adding [4] removing [1]")
+	h.wantPlacement("t", 7, "replicas [4 2 3 1] isr [1 2 3] leader 1 adding [4] removing [1]")
+	h.wantPlacement("t", 0, "replicas [1 2 3] isr [1 2 3] leader 1")
 
 	// A fenced broker that already holds a replica may stay in the target:
 	// a reassignment is how partitions leave a dead broker.
 	h.fenceNow(3)
-	if err := h.reassign("t", 0, ints(4, 2, 3)); err != nil {
+	if err := h.reassign("t", 7, ints(4, 2, 3)); err != nil {
 		t.Errorf("keeping fenced replica 3: %v", err)
 	}
 	if err := h.reassign("u", 0, ints(1, 2, 4)); err != nil {
