@@ -64,7 +64,7 @@ func TestReassignment(t *testing.T) {
 		moves[p] = target
 	}
 	start := time.Now()
-	reassign(t, c, topic, moves)
+	reassign(t, adm, topic, moves)
 	waitMovedAway(t, c, topic, before, moves)
 	t.Logf("onto broker 4: %v → %v, done in %v", before, moves, time.Since(start).Round(time.Millisecond))
 	time.Sleep(time.Second)
@@ -82,7 +82,7 @@ func TestReassignment(t *testing.T) {
 	before = assignment(t, c, topic)
 	moves = offBroker(c, 4, before)
 	start = time.Now()
-	reassign(t, c, topic, moves)
+	reassign(t, adm, topic, moves)
 	waitMovedAway(t, c, topic, before, moves)
 	t.Logf("off broker 4: %v → %v, done in %v", before, moves, time.Since(start).Round(time.Millisecond))
 	time.Sleep(time.Second)
@@ -203,14 +203,14 @@ func offBroker(c *Cluster, id int32, as map[int32][]int32) map[int32][]int32 {
 	return out
 }
 
-// reassign asks for the moves through kadm and fails on any refusal.
-func reassign(t *testing.T, c *Cluster, topic string, moves map[int32][]int32) {
+// reassign asks for the moves through adm and fails on any refusal.
+func reassign(t *testing.T, adm *kadm.Client, topic string, moves map[int32][]int32) {
 	t.Helper()
 	var req kadm.AlterPartitionAssignmentsReq
 	for p, rs := range moves {
 		req.Assign(topic, p, rs)
 	}
-	resp, err := kadm.NewClient(c.Client()).AlterPartitionAssignments(ctxT(t, 20*time.Second), req)
+	resp, err := adm.AlterPartitionAssignments(ctxT(t, 20*time.Second), req)
 	if err != nil {
 		t.Fatalf("reassign %v: %v", moves, err)
 	}
@@ -395,7 +395,7 @@ func TestReassignmentOffStoppedBroker(t *testing.T) {
 	if err := c.Node(gone).Stop(); err != nil {
 		t.Fatal(err)
 	}
-	reassign(t, c, topic, map[int32][]int32{0: target})
+	reassign(t, adm, topic, map[int32][]int32{0: target})
 	waitUntil(t, 30*time.Second, "the reassignment to complete", func() bool {
 		return onTargets(c, c.Node(target[0]), topic, map[int32][]int32{0: target})
 	})
@@ -409,4 +409,78 @@ func TestReassignmentOffStoppedBroker(t *testing.T) {
 		_, err := os.Stat(dir)
 		return os.IsNotExist(err)
 	})
+}
+
+// TestReassignmentControllerFailover: a reassignment is in progress (its
+// new replica's broker is paused, so it cannot catch up) when the active
+// controller is SIGKILLed. The next controller lists it from its image,
+// and completes it once the new replica catches up; the records written
+// before are all on the new replica set. The killed node, restarted,
+// deletes its replica if the move dropped it.
+func TestReassignmentControllerFailover(t *testing.T) {
+	const topic = "failover-move"
+	c := Start(t, 3, Options{})
+	createTopic(t, kadm.NewClient(c.Client()), topic, 1, 2) // on two of the voters
+	produceConsume(t, c, topic, 0)
+	c.AddNode(4, c.ClusterID)
+	c.WaitBrokers(4, 30*time.Second)
+
+	var active int32 = -1
+	waitUntil(t, 10*time.Second, "an active controller", func() bool { active = c.ActiveController(); return active > 0 })
+	before := assignment(t, c, topic)
+	var other int32 // a voter that stays up
+	for _, id := range []int32{1, 2, 3} {
+		if id != active && other == 0 {
+			other = id
+		}
+	}
+	target := []int32{4, other}
+
+	c.Node(4).Pause() // shorter than broker.session.timeout.ms: not fenced
+	paused := time.Now()
+	reassign(t, kadm.NewClient(c.clientOf(t, c.Node(other))), topic, map[int32][]int32{0: target})
+	c.Node(active).Kill()
+	list := kadm.TopicsSet{}
+	list.Add(topic, 0)
+	waitUntil(t, 20*time.Second, "the next controller to list the reassignment", func() bool {
+		ls, err := kadm.NewClient(c.clientOf(t, c.Node(other))).ListPartitionReassignments(ctxT(t, 3*time.Second), list)
+		if err != nil {
+			return false
+		}
+		r, ok := ls[topic][0]
+		return ok && slices.Contains(r.AddingReplicas, 4)
+	})
+	if next := c.ActiveController(); next == active || next < 0 {
+		t.Fatalf("active controller %d after killing %d", next, active)
+	}
+	t.Logf("reassignment %v → %v listed by the next controller, %v after pausing broker 4", before[0], target,
+		time.Since(paused).Round(time.Millisecond))
+	c.Node(4).Resume()
+	waitUntil(t, 60*time.Second, "the reassignment to complete", func() bool {
+		return onTargets(c, c.Node(other), topic, map[int32][]int32{0: target})
+	})
+
+	// The records produced before the move, read back from the new set
+	// (whose leader is the first target replica, 4, once in the ISR).
+	cons := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	var n int
+	ctx := ctxT(t, 20*time.Second)
+	for n < 10 {
+		fs := cons.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of 10 records after the move: %v", n, err)
+		}
+		n += fs.NumRecords()
+	}
+	for _, s := range compareAssigned(c, topic, 0, 10, target) {
+		t.Error(s)
+	}
+
+	if slices.Contains(before[0], active) && !slices.Contains(target, active) {
+		c.Node(active).Restart()
+		waitUntil(t, 30*time.Second, "the killed node to delete its moved replica", func() bool {
+			_, err := os.Stat(partitionDir(c.Node(active), topic, 0))
+			return os.IsNotExist(err)
+		})
+	}
 }
