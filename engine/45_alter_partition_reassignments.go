@@ -15,7 +15,9 @@ package engine
 // A single node has one replica per partition, on itself: a target of
 // exactly this node is accepted (nothing moves), any other is
 // INVALID_REPLICA_ASSIGNMENT, a cancel is NO_REASSIGNMENT_IN_PROGRESS.
-// Throttles (the *.replication.throttled.* configs) are not applied here.
+// Throttles are not part of this request: kafka-reassign-partitions
+// --throttle sets the *.replication.throttled.* configs apart, and the
+// replica fetchers read them.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
