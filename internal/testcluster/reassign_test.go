@@ -30,6 +30,9 @@ import (
 //  3. every replica is moved off broker 4, which is stopped and
 //     unregistered.
 //
+// A group's offsets partitions go onto broker 4 after step 1 and off it
+// in step 3; its committed offset is read back after each move.
+//
 // After each move the old replicas' directories are gone. At the end the
 // durability checker of TestDurability reads every partition to its high
 // watermark (no acknowledged record lost, moved, duplicated or reordered)
@@ -51,6 +54,14 @@ func TestReassignment(t *testing.T) {
 	c.AddNode(4, c.ClusterID)
 	c.WaitBrokers(4, 30*time.Second)
 
+	// A group's committed offset: __consumer_offsets is created now, its
+	// replicas spread over the four brokers.
+	committed := kadm.Offsets{}
+	committed.Add(kadm.Offset{Topic: topic, Partition: 1, At: 7, LeaderEpoch: -1})
+	if r, err := adm.CommitOffsets(ctxT(t, 30*time.Second), "mover", committed); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+
 	h := newHistory()
 	stopProducing := produceRoundRobin(c, topic, partitions, h)
 	time.Sleep(time.Second)
@@ -67,6 +78,16 @@ func TestReassignment(t *testing.T) {
 	reassign(t, adm, topic, moves)
 	waitMovedAway(t, c, topic, before, moves)
 	t.Logf("onto broker 4: %v → %v, done in %v", before, moves, time.Since(start).Round(time.Millisecond))
+	// The group's offsets partitions move whole onto broker 4: their
+	// coordinator moves with them and loads the group from the copy.
+	offsetsBefore := assignment(t, c, "__consumer_offsets")
+	offsetsMoves := map[int32][]int32{}
+	for p := range offsetsBefore {
+		offsetsMoves[p] = []int32{4}
+	}
+	reassign(t, adm, "__consumer_offsets", offsetsMoves)
+	waitMovedAway(t, c, "__consumer_offsets", offsetsBefore, offsetsMoves)
+	wantCommitted(t, adm, topic, 1, 7)
 	time.Sleep(time.Second)
 
 	// 2. Kafka's tool.
@@ -78,13 +99,16 @@ func TestReassignment(t *testing.T) {
 		kafkaReassignTool(t, c, cp, topic, partitions)
 	})
 
-	// 3. Everything off broker 4, then broker 4 goes.
-	before = assignment(t, c, topic)
-	moves = offBroker(c, 4, before)
-	start = time.Now()
-	reassign(t, adm, topic, moves)
-	waitMovedAway(t, c, topic, before, moves)
-	t.Logf("off broker 4: %v → %v, done in %v", before, moves, time.Since(start).Round(time.Millisecond))
+	// 3. Everything off broker 4 (the group's offsets too), then broker 4
+	// goes.
+	for _, name := range []string{topic, "__consumer_offsets"} {
+		before := assignment(t, c, name)
+		moves := offBroker(c, 4, before)
+		start := time.Now()
+		reassign(t, adm, name, moves)
+		waitMovedAway(t, c, name, before, moves)
+		t.Logf("%s off broker 4: %v → %v, done in %v", name, before, moves, time.Since(start).Round(time.Millisecond))
+	}
 	time.Sleep(time.Second)
 	if err := c.Node(4).Stop(); err != nil {
 		t.Fatalf("broker 4 stop: %v", err)
@@ -95,6 +119,9 @@ func TestReassignment(t *testing.T) {
 		t.Fatalf("unregister broker 4: %v %v", r, err)
 	}
 	c.WaitBrokers(3, 10*time.Second)
+	// A new client: adm has broker 4 cached as the group's coordinator,
+	// and kept dialing it (connection refused) for 30 s when asked here.
+	wantCommitted(t, kadm.NewClient(c.Client()), topic, 1, 7)
 
 	stopProducing()
 	logs := consumeAll(t, c, topic, partitions)
@@ -482,5 +509,19 @@ func TestReassignmentControllerFailover(t *testing.T) {
 			_, err := os.Stat(partitionDir(c.Node(active), topic, 0))
 			return os.IsNotExist(err)
 		})
+	}
+}
+
+// wantCommitted checks group "mover"'s committed offset of topic-p.
+func wantCommitted(t *testing.T, adm *kadm.Client, topic string, p int32, want int64) {
+	t.Helper()
+	var fetched kadm.OffsetResponses
+	waitUntil(t, 30*time.Second, "the group's committed offset", func() bool {
+		var err error
+		fetched, err = adm.FetchOffsets(ctxT(t, 5*time.Second), "mover")
+		return err == nil && fetched.Error() == nil
+	})
+	if o, ok := fetched.Lookup(topic, p); !ok || o.At != want {
+		t.Errorf("committed offset of %s-%d: %+v (found %v), want %d", topic, p, o, ok, want)
 	}
 }
