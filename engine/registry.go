@@ -5,7 +5,8 @@ package engine
 // syncPartitions opens the logs of partitions the image places here
 // (replicas contain node.id), sets their role from the image, applies
 // changed topic configs to them, and closes and deletes the logs of topics
-// the image no longer has. Handlers find what is open through b.Topic,
+// the image no longer has and of partitions a reassignment moved away
+// (left over from a time the broker was down, too). Handlers find what is open through b.Topic,
 // b.TopicByID, b.Topics and t.Partition, which read a copy-on-write set
 // without locks.
 
