@@ -20,6 +20,7 @@ package controller
 // reassignment lives in the Controller.
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -114,13 +115,13 @@ func invalidTarget(img metadata.Image, p *metadata.PartitionImage, target []int3
 	}
 	for i, r := range target {
 		if slices.Contains(target[:i], r) {
-			return "a broker is named twice"
+			return fmt.Sprintf("broker %d is named twice", r)
 		}
 		if _, ok := img.Broker(r); !ok {
-			return "a broker is not registered"
+			return fmt.Sprintf("broker %d is not registered", r)
 		}
 		if !p.Hosts(r) && !img.BrokerEligible(r) {
-			return "a new replica's broker is fenced or shutting down"
+			return fmt.Sprintf("new replica %d is on a broker that is fenced or shutting down", r)
 		}
 	}
 	return ""
