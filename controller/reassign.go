@@ -5,7 +5,8 @@ package controller
 //
 // A reassignment to target T of a partition whose replicas are C writes
 // one PartitionChangeRecord: replicas := T followed by C∖T, adding :=
-// T∖C, removing := C∖T; the ISR and the leader stay. Brokers open the
+// T∖C (C without the replicas a reassignment in progress is adding),
+// removing := C∖T; the ISR and the leader stay. Brokers open the
 // adding replicas as followers and the leader takes them into the ISR
 // (AlterPartition) once they have caught up. The AlterPartition that makes
 // every replica of T an ISR member also completes the reassignment in the
@@ -13,7 +14,9 @@ package controller
 // and a leader outside T hands over to the first ISR member of T. Brokers
 // that are no longer replicas delete their logs. Cancelling (null
 // replicas) reverts to the replicas before it: C := replicas∖adding, the
-// adding replicas leave the ISR, and one of them that leads hands over.
+// adding replicas leave the ISR, and one of them that leads hands over;
+// it is refused when that would leave no in-sync replica (unless the
+// topic allows unclean election).
 //
 // The state is the image's (replicas, adding, removing), so a controller
 // that takes over mid-reassignment carries on from its image; nothing of a
@@ -53,12 +56,14 @@ type ReassignAnswer struct {
 // AlterPartitionReassignments starts, replaces or cancels reassignments.
 // Each partition is decided against img (a partition named twice is
 // INVALID_REQUEST the second time), so a request over every partition of
-// a large topic costs one copy of it, not one per partition. A target is refused INVALID_REPLICA_ASSIGNMENT when it is empty, names a
-// broker twice or one that is not registered, or adds a broker that is
-// fenced or shutting down; INVALID_REPLICATION_FACTOR when it changes the
+// a large topic costs one copy of it, not one per partition. A target is
+// refused INVALID_REPLICA_ASSIGNMENT when it is empty, names a broker
+// twice or one that is not registered, or adds a broker that is fenced or
+// shutting down; INVALID_REPLICATION_FACTOR when it changes the
 // replication factor and allowRFChange is false (KIP-860). A partition
 // that does not exist is UNKNOWN_TOPIC_OR_PARTITION; cancelling where
-// nothing is in progress, NO_REASSIGNMENT_IN_PROGRESS.
+// nothing is in progress, NO_REASSIGNMENT_IN_PROGRESS; a cancel that would
+// leave no in-sync replica, INVALID_REPLICA_ASSIGNMENT.
 func (c *Controller) AlterPartitionReassignments(img metadata.Image, reqs []Reassignment, allowRFChange bool) ReassignResult {
 	b := newBatch(img)
 	var out ReassignResult
@@ -88,7 +93,9 @@ func (c *Controller) reassignOne(img metadata.Image, b *batch, r Reassignment, a
 		if !st.reassigning() {
 			return "", kerr.NoReassignmentInProgress
 		}
-		st.revert(img)
+		if !st.revert(img, c.uncleanAllowed(img, t.Name)) {
+			return "no replica from before the reassignment is in sync: cancelling would lose records", kerr.InvalidReplicaAssignment
+		}
 	} else {
 		if msg := invalidTarget(img, p, r.Replicas); msg != "" {
 			return msg, kerr.InvalidReplicaAssignment
@@ -188,10 +195,10 @@ func (st *partState) tryComplete(img metadata.Image) bool {
 // revert cancels the reassignment: the replicas go back to those before
 // it and the adding replicas leave the ISR. A leader among them hands
 // over to the first original ISR member that may lead. When no original
-// replica is in the ISR any more, the first eligible original replica
-// leads with an ISR of itself (Kafka's revert elects uncleanly then); with
-// none eligible the partition is offline, waiting for its first replica.
-func (st *partState) revert(img metadata.Image) {
+// replica is in the ISR any more, only an unclean election can cancel:
+// the first eligible original replica leads with an ISR of itself, and
+// without unclean (or with no such replica) revert refuses (false).
+func (st *partState) revert(img metadata.Image, unclean bool) bool {
 	original := minus(st.replicas, st.adding)
 	isr := minus(st.isr, st.adding)
 	leader := st.leader
@@ -199,13 +206,13 @@ func (st *partState) revert(img metadata.Image) {
 		leader = firstEligible(img, original, isr)
 	}
 	if len(isr) == 0 {
-		leader = firstEligible(img, original, original)
-		isr = original[:1]
-		if leader != -1 {
-			isr = []int32{leader}
+		if leader = firstEligible(img, original, original); !unclean || leader == -1 {
+			return false
 		}
+		isr = []int32{leader}
 	}
 	st.replicas, st.isr, st.leader, st.adding, st.removing = original, isr, leader, nil, nil
+	return true
 }
 
 // firstEligible returns the first of replicas that is in isr and may lead,

@@ -277,6 +277,36 @@ func TestReassignmentFenceThenCancel(t *testing.T) {
 	h.wantPlacement("t", 0, "replicas [1 2] isr [2] leader 2")
 }
 
+// A cancel that would leave no in-sync replica (only adding replicas are
+// in the ISR) is refused unless the topic allows unclean election, and
+// then only once an original replica may lead.
+func TestReassignmentCancelWithoutOriginalInSync(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(4)
+	h.topic("t", ints(1, 2))
+	if err := h.reassign("t", 0, ints(3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	h.wantISR("t", 1, 2, 3)
+	h.fenceNow(1)
+	h.fenceNow(2)
+	want := "replicas [3 4 1 2] isr [3] leader 3 adding [3 4] removing [1 2]"
+	h.wantPlacement("t", 0, want)
+	if err := h.reassign("t", 0, nil); err != kerr.InvalidReplicaAssignment {
+		t.Fatalf("cancel with no original replica in sync: %v", err)
+	}
+	h.commit(setTopicConfig("t", UncleanLeaderElectionConfig, "true"))
+	if err := h.reassign("t", 0, nil); err != kerr.InvalidReplicaAssignment {
+		t.Fatalf("unclean cancel with every original replica fenced: %v", err)
+	}
+	h.wantPlacement("t", 0, want)
+	h.heartbeat(2, nil) // back
+	if err := h.reassign("t", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.wantPlacement("t", 0, "replicas [1 2] isr [2] leader 2")
+}
+
 // The reassignment lives in the image: a controller that takes over from
 // a snapshot (a failover) lists it and completes it on the leader's next
 // AlterPartition, and a cancel works the same.
