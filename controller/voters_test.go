@@ -145,3 +145,49 @@ func TestVotersLostSkips(t *testing.T) {
 	h.wantBroker(1, false, false)
 	h.wantBroker(3, false, false)
 }
+
+// Which nodes count as gone when both kinds of connection are watched: a
+// node lost on one kind and holding none of the other (a broker-only node
+// has only presence connections; a combined node has both).
+func TestNodeConnsLosses(t *testing.T) {
+	type step struct {
+		kind string // "raft" or "presence"
+		op   string // "open", "fin"
+		id   int32
+		atMs int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  map[int32]int64
+	}{
+		{"a broker-only node's presence closed", []step{{"presence", "open", 4, 0}, {"presence", "fin", 4, 100}}, map[int32]int64{4: 100}},
+		{"presence reopened: alive", []step{{"presence", "open", 4, 0}, {"presence", "fin", 4, 100}, {"presence", "open", 4, 101}}, map[int32]int64{}},
+		{"raft closed, presence still open: alive", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"raft", "fin", 1, 100}}, map[int32]int64{}},
+		{"presence closed, raft still open: alive", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"presence", "fin", 1, 100}}, map[int32]int64{}},
+		{"both closed: the later close", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"raft", "fin", 1, 100}, {"presence", "fin", 1, 130}}, map[int32]int64{1: 130}},
+		{"both closed, raft last", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"presence", "fin", 1, 100}, {"raft", "fin", 1, 120}}, map[int32]int64{1: 120}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeConns()
+			for _, s := range tc.steps {
+				v := &n.raft
+				if s.kind == "presence" {
+					v = &n.presence
+				}
+				if s.op == "open" {
+					v.opened(s.id)
+				} else {
+					v.closed(s.id, true, s.atMs, 50)
+				}
+			}
+			got := map[int32]int64{}
+			for id, l := range n.losses() {
+				got[id] = l.AtMs
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("lost %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -122,8 +122,13 @@ func (b *Broker) openCluster(link ControllerLink) error {
 	return nil
 }
 
-// startCluster starts following the metadata log and heartbeating.
+// start starts following the metadata log and heartbeating, and holds a
+// presence connection to every controller (controller.Client.Present), so
+// that whichever becomes active next knows if this process died.
 func (l *clusterLink) start() {
+	if p, ok := l.client.(interface{ Present(id int32) }); ok {
+		p.Present(l.b.cfg.NodeID)
+	}
 	l.b.wg.Add(2)
 	go l.follow()
 	go l.heartbeats()
@@ -222,7 +227,9 @@ func (l *clusterLink) awaitImage(ctx context.Context, ok func(metadata.Image) bo
 // heartbeats registers, then heartbeats until the broker closes or the
 // controller lets it shut down. It heartbeats early when nudged, and when
 // the link reports that the controller may have changed, so a newly
-// active controller hears from it at once.
+// active controller hears from it at once, or that the controller's side
+// closed the idle heartbeat connection, which the controller reads as
+// this process's death unless it hears from it within the grace.
 func (l *clusterLink) heartbeats() {
 	defer l.b.wg.Done()
 	var switched <-chan struct{}
