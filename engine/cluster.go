@@ -77,6 +77,9 @@ type clusterLink struct {
 	// imageMoved is closed and replaced under mu whenever the image moves.
 	mu         sync.Mutex
 	imageMoved chan struct{}
+	// autoCreating holds the topics this broker is auto-creating through
+	// the controller (03_metadata.go); guarded by mu.
+	autoCreating map[string]bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
