@@ -101,7 +101,7 @@ func (s followerStore) Close() error { return nil }
 // metadata store; the image stays empty until startCluster follows it.
 func (b *Broker) openCluster(link ControllerLink) error {
 	if !b.cfg.HasRole("broker") {
-		return errors.New("process.roles without broker (a controller-only node) is not served yet; use broker,controller")
+		return errors.New("process.roles without broker: a controller-only node runs no broker (internal/server starts its controller alone)")
 	}
 	if link == nil {
 		return errors.New("a broker in a cluster needs a link to the controllers (engine.NewInCluster)")
