@@ -47,9 +47,9 @@ type Node struct {
 	Addr           string // PLAINTEXT listener ("" on a controller-only node)
 	ControllerAddr string // CONTROLLER listener ("" on a broker-only node of Start)
 	// Roles is the node's process.roles.
-	Roles string
-	ConfigPath     string
-	DataDir        string
+	Roles      string
+	ConfigPath string
+	DataDir    string
 
 	c    *Cluster
 	mu   sync.Mutex
