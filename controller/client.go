@@ -22,6 +22,8 @@ import (
 // Each Line is a connection of its own, so a long poll of the metadata
 // log never delays a heartbeat, and the heartbeat connection carries
 // nothing else (its close is what tells the controller the broker died).
+// Present adds an idle presence connection to every controller, whose
+// close tells the others too (voters.go).
 type Client struct {
 	addrs []string
 	lines [lineCount]line

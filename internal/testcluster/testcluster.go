@@ -1,7 +1,8 @@
 // Package testcluster runs a Sluice cluster of N nodes as separate
 // processes of the built binary, each with its own config file and data
 // dir, on 127.0.0.1 ports, every node a broker and a controller voter
-// (process.roles=broker,controller). Tests kill (SIGKILL), stop (SIGTERM:
+// (process.roles=broker,controller) unless Options.Roles says otherwise
+// (controller-only and broker-only nodes). Tests kill (SIGKILL), stop (SIGTERM:
 // controlled shutdown), pause (SIGSTOP), resume and restart nodes, and
 // talk to the cluster with real Kafka clients.
 //
