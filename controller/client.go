@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -228,8 +227,8 @@ func (l *line) watch(c *Client) {
 	go func() {
 		defer close(w.done)
 		_, w.err = br.Peek(1)
-		if errors.Is(w.err, io.EOF) || errors.Is(w.err, syscall.ECONNRESET) {
-			c.signalSwitched()
+		if w.err != nil && !errors.Is(w.err, os.ErrDeadlineExceeded) && !errors.Is(w.err, net.ErrClosed) {
+			c.signalSwitched() // EOF, a reset or an abort: not unwatch, not Close
 		}
 	}()
 }
