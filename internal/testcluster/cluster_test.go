@@ -599,8 +599,10 @@ func TestAutoCreateInCluster(t *testing.T) {
 	})
 
 	prod := c.Client(kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("auto-produced"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	start := time.Now()
 	if err := prod.ProduceSync(ctxT(t, 20*time.Second), kgo.StringRecord("first")).FirstErr(); err != nil {
 		t.Fatalf("produce to a fresh topic: %v", err)
 	}
+	t.Logf("first produce to an auto-created topic (RF 3): %v", time.Since(start).Round(time.Millisecond))
 	produceConsume(t, c, "auto-produced", 1)
 }
