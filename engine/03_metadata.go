@@ -31,8 +31,7 @@ package engine
 // creation the controller refuses (say, a replication factor above the
 // live brokers) is logged, and the next request tries again. Internal
 // topic names are never auto-created: their coordinators create them
-// with their own layout.
-// Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
+// with their own layout. Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
 // is on, unknown ones UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id).
 //
 // There is no authorizer: authorized-operation bitfields (v8+), when asked
@@ -135,7 +134,7 @@ type metadataBuilder struct {
 	replicas []int32 // [this node], shared by every partition (read-only)
 	// img is the metadata image the response describes: replicas, ISR and
 	// leader come from it. (A topic auto-created by this request is not
-	// in it; its partitions are this node's alone.)
+	// described: it answers LEADER_NOT_AVAILABLE.)
 	img metadata.Image
 }
 
