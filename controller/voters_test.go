@@ -191,3 +191,49 @@ func TestNodeConnsLosses(t *testing.T) {
 		})
 	}
 }
+
+// A broker-only node (no raft connection) whose presence connections
+// closed is suspected by a newly active controller exactly as a lost
+// voter is: fenced at the grace from the close, unless it is heard from.
+// One whose presence connection is open (paused, cut off) keeps a full
+// session.
+func TestPresenceLossAfterFailover(t *testing.T) {
+	cfg := DefaultConfig(cluster)
+	grace, session := cfg.ConnectionLostGraceMs, cfg.SessionTimeoutMs
+	for _, tc := range []struct {
+		name   string
+		closed bool // broker 4's presence connection closed by its peer
+		then   func(h *harness)
+		fenced bool
+	}{
+		{"closed: fenced at the grace", true, func(h *harness) { h.tick(grace - 200) }, true},
+		{"closed: not before", true, func(h *harness) { h.tick(grace - 201) }, false},
+		{"closed, then a heartbeat", true, func(h *harness) { h.heartbeat(4, nil); h.tick(session - 1) }, false},
+		{"open: a full session", false, func(h *harness) { h.tick(0); h.tick(session - 1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.brokers(4)
+			h.topic("t", ints(4, 1))
+			h.now += 60_000
+			h.c = New(h.c.cfg)
+			n := newNodeConns()
+			n.presence.opened(4)
+			if tc.closed {
+				n.presence.closed(4, true, h.now-200, h.next)
+			}
+			h.c.VotersLost(h.img, n.losses(), h.now)
+			tc.then(h)
+			if br, _ := h.img.Broker(4); br.Fenced != tc.fenced {
+				t.Errorf("fenced %v, want %v", br.Fenced, tc.fenced)
+			}
+			want := int32(4)
+			if tc.fenced {
+				want = 1
+			}
+			if lead := h.part("t", 0).Leader; lead != want {
+				t.Errorf("leader %d, want %d", lead, want)
+			}
+		})
+	}
+}
