@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -317,4 +318,21 @@ func TestDescribeConfigsAnswersEveryKeyOnce(t *testing.T) {
 		"segment.bytes": kmsg.ConfigSourceStaticBrokerConfig,
 	}
 	checkDescribed(t, describeAll(t, tb, kmsg.ConfigResourceTypeTopic, "every-key"), engine.DescribedTopicKeys(), sources)
+}
+
+// TestTopicConfigTooLongRefused: a list value of valid items longer than
+// the metadata log's string limit is INVALID_CONFIG; it used to be
+// committed, and the log could not be read back at the next start.
+func TestTopicConfigTooLongRefused(t *testing.T) {
+	tb := testbroker.Start(t)
+	createTopic(t, tb, "listed", 1)
+	long := strings.Repeat("delete,", 6000)
+	resp, err := tb.Admin(t).AlterTopicConfigs(adminCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &long}}, "listed")
+	if err != nil || !errors.Is(resp[0].Err, kerr.InvalidConfig) {
+		t.Fatalf("%d-byte cleanup.policy: %v %v", len(long), err, resp)
+	}
+	tb.Restart(t)
+	if tb.Broker.Topic("listed") == nil {
+		t.Fatal("topic gone after restart")
+	}
 }

@@ -195,6 +195,11 @@ func ValidateBrokerConfigs(kv map[string]string, named bool) error {
 // group protocols' bounds). The controller runs it before committing
 // (ConfigValidator).
 func (c *Config) ValidateResourceConfigs(res metadata.ConfigResource, kv map[string]string) error {
+	for name, v := range kv {
+		if len(v) > metadata.MaxStringLen {
+			return configErr("value of %s longer than %d bytes", name, metadata.MaxStringLen)
+		}
+	}
 	switch res.Type {
 	case metadata.ResourceTopic:
 		for _, name := range slices.Sorted(maps.Keys(kv)) {

@@ -277,8 +277,11 @@ func checkDLQTopic(_ *Config, v string) error {
 
 // groupResource checks a GROUP resource name.
 func groupResource(name string) (metadata.ConfigResource, error) {
-	if name == "" {
+	switch {
+	case name == "":
 		return metadata.ConfigResource{}, topicErr(kerr.InvalidRequest, "Group name must not be empty")
+	case len(name) > metadata.MaxStringLen:
+		return metadata.ConfigResource{}, topicErr(kerr.InvalidRequest, "Group name longer than %d bytes", metadata.MaxStringLen)
 	}
 	return metadata.ConfigResource{Type: metadata.ResourceGroup, Name: name}, nil
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -147,5 +148,24 @@ func TestGroupConfigs(t *testing.T) {
 	}
 	if _, ec := groupConfigs(t, tb, ""); ec != kerr.InvalidRequest.Code {
 		t.Fatalf("describe of an empty group name: %v", kerr.ErrorForCode(ec))
+	}
+}
+
+// TestGroupConfigLongNameRefused: a group id or value longer than the
+// metadata log's string limit (Kafka's, 32767 bytes) is refused with
+// INVALID_REQUEST / INVALID_CONFIG and never reaches the log, which
+// would otherwise fail to read back at the next start.
+func TestGroupConfigLongNameRefused(t *testing.T) {
+	tb := testbroker.Start(t)
+	long := strings.Repeat("g", 40000)
+	if code, _ := alterGroup(t, tb, long, false, groupOp(kmsg.IncrementalAlterConfigOpSet, "consumer.session.timeout.ms", "50000")); code != kerr.InvalidRequest.Code {
+		t.Fatalf("40000-byte group id: %v", kerr.ErrorForCode(code))
+	}
+	if code, _ := alterGroup(t, tb, "g", false, groupOp(kmsg.IncrementalAlterConfigOpSet, "errors.deadletterqueue.topic.name", long)); code != kerr.InvalidConfig.Code {
+		t.Fatalf("40000-byte value: %v", kerr.ErrorForCode(code))
+	}
+	tb.Restart(t)
+	if got := tb.Broker.GroupConfigs("g"); len(got) != 0 {
+		t.Fatalf("stored %v", got)
 	}
 }

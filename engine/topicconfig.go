@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -56,6 +57,9 @@ func ValidateTopicConfig(name, value string) error {
 	k := topicKeys[name]
 	if k == nil {
 		return fmt.Errorf("unknown topic config %q", name)
+	}
+	if len(value) > metadata.MaxStringLen {
+		return fmt.Errorf("value of %s longer than %d bytes", name, metadata.MaxStringLen)
 	}
 	if err := k.check(value); err != nil {
 		return fmt.Errorf("invalid value %q for %s: %w", value, name, err)
