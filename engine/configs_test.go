@@ -326,7 +326,7 @@ func TestDescribeConfigsAnswersEveryKeyOnce(t *testing.T) {
 func TestTopicConfigTooLongRefused(t *testing.T) {
 	tb := testbroker.Start(t)
 	createTopic(t, tb, "listed", 1)
-	long := strings.Repeat("delete,", 6000)
+	long := strings.Repeat("delete,", 6000) + "delete"
 	resp, err := tb.Admin(t).AlterTopicConfigs(adminCtx(t), []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &long}}, "listed")
 	if err != nil || !errors.Is(resp[0].Err, kerr.InvalidConfig) {
 		t.Fatalf("%d-byte cleanup.policy: %v %v", len(long), err, resp)
