@@ -78,6 +78,11 @@ func configRecords(img metadata.Image, res *kmsg.IncrementalAlterConfigsRequestR
 			return nil, err, msg
 		}
 	}
+	// The raft log takes whatever is proposed, and a record Apply refuses
+	// (a string over the log's limit) would stop every node applying it.
+	if _, err := metadata.ApplyAll(img, recs); err != nil {
+		return nil, kerr.InvalidRequest, err.Error()
+	}
 	return recs, nil, ""
 }
 

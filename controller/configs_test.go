@@ -2,6 +2,7 @@ package controller
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -67,6 +68,9 @@ func TestConfigRecords(t *testing.T) {
 			op(kmsg.IncrementalAlterConfigOpAppend, "log.cleanup.policy", v("compact"))}, kerr.InvalidRequest, "the controller takes SET with a value and DELETE only", nil, 0},
 		{"validator refuses", kmsg.ConfigResourceTypeBroker, "", []kmsg.IncrementalAlterConfigsRequestResourceConfig{
 			op(set, "bad", v("1"))}, kerr.InvalidRequest, "bad is bad", nil, 0},
+		{"group id over the log's string limit", kmsg.ConfigResourceTypeGroupConfig, strings.Repeat("g", metadata.MaxStringLen+1), []kmsg.IncrementalAlterConfigsRequestResourceConfig{
+			op(set, "consumer.session.timeout.ms", v("50000"))}, kerr.InvalidRequest,
+			"record 0 of 1 (ConfigRecord): invalid metadata record: config of 32: a string longer than 32767 bytes", nil, 0},
 	} {
 		seen = nil
 		res := kmsg.NewIncrementalAlterConfigsRequestResource()
