@@ -98,14 +98,16 @@ func (b *Broker) applyBrokerConfigs(img metadata.Image) {
 }
 
 // applyDynamic applies one level of dynamic configs to c, each row's most
-// specific spelling. A value this broker's table refuses (written by a
-// broker of another version) leaves the key as it was and is reported.
+// specific spelling. Keys that cannot change at run time are skipped
+// whatever the image holds (node.id stays node.id). A value this broker's
+// table refuses (written by a broker of another version) leaves the key
+// as it was and is reported.
 func (c *Config) applyDynamic(kv map[string]string) error {
 	var bad []string
 	for i := range configKeys {
 		k := &configKeys[i]
 		name, v, ok := k.mostSpecific(kv)
-		if !ok {
+		if !ok || k.readOnly() {
 			continue
 		}
 		v, err := brokerKeys[name].inKeyUnits(v)

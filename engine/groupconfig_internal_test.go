@@ -4,8 +4,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/sluice-broker/sluice/metadata"
 )
 
 // TestGroupKeyTable: every group key's broker key and bounds are rows of
@@ -78,31 +76,6 @@ func TestGroupConfigValues(t *testing.T) {
 		}
 		if err != nil && ErrorCode(err) != kerr.InvalidConfig.Code {
 			t.Errorf("%s=%q: code %d, want INVALID_CONFIG", tc.name, tc.value, ErrorCode(err))
-		}
-	}
-}
-
-// TestConfigValidator: the controller's hook answers with the codes and
-// messages the engine's checks give, per resource type.
-func TestConfigValidator(t *testing.T) {
-	validate := ConfigValidator(DefaultConfig())
-	for _, tc := range []struct {
-		res  metadata.ConfigResource
-		kv   map[string]string
-		want *kerr.Error
-	}{
-		{metadata.ConfigResource{Type: metadata.ResourceTopic, Name: "t"}, map[string]string{"retention.ms": "1000"}, nil},
-		{metadata.ConfigResource{Type: metadata.ResourceTopic, Name: "t"}, map[string]string{"retention.ms": "soon"}, kerr.InvalidConfig},
-		{metadata.ConfigResource{Type: metadata.ResourceBroker}, map[string]string{"log.retention.hours": "1"}, nil},
-		{metadata.ConfigResource{Type: metadata.ResourceBroker}, map[string]string{"node.id": "2"}, kerr.InvalidRequest},
-		{metadata.ConfigResource{Type: metadata.ResourceBroker, Name: "1"}, map[string]string{"broker.id": "2"}, kerr.InvalidRequest},
-		{metadata.ConfigResource{Type: metadata.ResourceBroker}, map[string]string{"nope": "2"}, kerr.InvalidConfig},
-		{metadata.ConfigResource{Type: metadata.ResourceGroup, Name: "g"}, map[string]string{"share.session.timeout.ms": "50000"}, nil},
-		{metadata.ConfigResource{Type: metadata.ResourceGroup, Name: "g"}, map[string]string{"share.session.timeout.ms": "5"}, kerr.InvalidConfig},
-	} {
-		got, msg := validate(tc.res, tc.kv)
-		if got != tc.want || (got != nil) != (msg != "") {
-			t.Errorf("%+v %v: %v %q, want %v", tc.res, tc.kv, got, msg, tc.want)
 		}
 	}
 }
