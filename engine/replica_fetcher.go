@@ -72,6 +72,7 @@ type replicaManager struct {
 	lagTimeMax time.Duration
 	log        *slog.Logger
 	link       linkSlot
+	isr        *isrSender // batches ISR proposals into AlterPartition requests
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -94,6 +95,7 @@ func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
 	if m.lagTimeMax <= 0 {
 		m.lagTimeMax = 30 * time.Second
 	}
+	m.isr = newISRSender(m)
 	m.mu.fetchers = map[int32]*replicaFetcher{}
 	m.mu.following = map[*Partition]int32{}
 	m.mu.leading = map[*Partition]struct{}{}
@@ -149,18 +151,10 @@ func (m *replicaManager) lead(p *Partition, replicated bool) {
 	}
 }
 
-// alterPartition sends an ISR proposal to the controller on a goroutine
-// of its own; a refusal lets the Leader propose again later. Shutdown does
-// not wait for it (an unreachable controller must not hold the broker
-// up); a late answer finds the partition closed and changes nothing.
+// alterPartition queues an ISR proposal for the controller; the sender
+// batches it with the others made meanwhile (cluster_link.go).
 func (m *replicaManager) alterPartition(p *Partition, prop *replication.ISRProposal) {
-	go func() {
-		err := m.link.load().AlterPartition(p.Topic.ID, p.Index, prop.LeaderEpoch, prop.PartitionEpoch, prop.ISR)
-		if err != nil {
-			m.log.Debug("AlterPartition refused", "topic", p.Topic.Name, "partition", p.Index, "isr", prop.ISR, "err", err)
-			p.isrRejected(prop)
-		}
-	}()
+	m.isr.enqueue(p, prop)
 }
 
 // tickLoop runs the ISR shrink check of every replicated partition led

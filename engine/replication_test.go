@@ -41,6 +41,9 @@ type testController struct {
 	down    map[int32]bool // stopped brokers get nothing
 	closed  bool           // the test is over: nothing more is committed
 	parts   map[ctlKey]*ctlPart
+	// alterRequests and alterCommits count AlterPartition requests and
+	// the commits they made.
+	alterRequests, alterCommits int
 }
 
 type ctlKey struct {
@@ -81,26 +84,46 @@ func (c *testController) BrokerAddr(id int32) (string, bool) {
 	return tb.Addr, true
 }
 
-// AlterPartition commits an ISR change based on the current epochs, as
-// the controller does (INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH
-// otherwise).
-func (c *testController) AlterPartition(topic [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) error {
+// AlterPartition commits ISR changes based on the current epochs, as the
+// controller does (INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH per
+// partition otherwise): the accepted ones as one commit, delivered once.
+func (c *testController) AlterPartition(changes []engine.ISRChange) ([]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.parts[ctlKey{topic, partition}]
-	switch {
-	case c.closed:
-		return errors.New("controller stopped")
-	case p == nil:
-		return kerr.UnknownTopicOrPartition
-	case leaderEpoch != p.leaderEpoch:
-		return kerr.FencedLeaderEpoch
-	case partitionEpoch != p.partitionEpoch:
-		return kerr.InvalidUpdateVersion
+	if c.closed {
+		return nil, errors.New("controller stopped")
 	}
-	c.appendLocked(metadata.PartitionChangeRecord{TopicID: topic, Partition: partition, Leader: metadata.NoLeaderChange, ISR: slices.Clone(isr)})
-	c.deliverAllLocked()
-	return nil
+	c.alterRequests++
+	errs := make([]error, len(changes))
+	var recs []metadata.Record
+	for i, ch := range changes {
+		p := c.parts[ctlKey{ch.TopicID, ch.Partition}]
+		switch {
+		case p == nil:
+			errs[i] = kerr.UnknownTopicOrPartition
+		case ch.LeaderEpoch != p.leaderEpoch:
+			errs[i] = kerr.FencedLeaderEpoch
+		case ch.PartitionEpoch != p.partitionEpoch:
+			errs[i] = kerr.InvalidUpdateVersion
+		default:
+			recs = append(recs, metadata.PartitionChangeRecord{TopicID: ch.TopicID, Partition: ch.Partition,
+				Leader: metadata.NoLeaderChange, ISR: slices.Clone(ch.ISR)})
+		}
+	}
+	if len(recs) > 0 {
+		c.alterCommits++
+		c.appendLocked(recs...)
+		c.deliverAllLocked()
+	}
+	return errs, nil
+}
+
+// alterCounts is how many AlterPartition requests came and how many
+// commits they made.
+func (c *testController) alterCounts() (requests, commits int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.alterRequests, c.alterCommits
 }
 
 // appendLocked adds records to the log and tracks the epochs they set.
