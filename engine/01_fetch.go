@@ -271,7 +271,8 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 func checkPosition(fp *fetchPart, p *Partition) int16 {
 	if fp.lastFetchedEpoch >= 0 {
 		epoch, end := p.endOffsetForEpoch(fp.lastFetchedEpoch)
-		if epoch < 0 || end < 0 {
+		// Below the log start is out of range whatever the epochs say.
+		if epoch < 0 || end < 0 || fp.fetchOffset < p.LogStartOffset() {
 			return kerr.OffsetOutOfRange.Code
 		}
 		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {

@@ -85,6 +85,9 @@ type followPosition struct {
 	truncating bool  // waiting for OffsetForLeaderEpoch(askEpoch)
 	askEpoch   int32
 	offset     int64 // next offset to fetch (not truncating)
+	// lastEpoch is the log's latest epoch, named in the fetch so the
+	// leader can answer DivergingEpoch (-1: none).
+	lastEpoch int32
 }
 
 // followPosition returns where the fetcher of broker leader stands with p;
@@ -96,7 +99,8 @@ func (p *Partition) followPosition(leader int32) (followPosition, bool) {
 	if f == nil || f.Leader != leader {
 		return followPosition{}, false
 	}
-	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(), offset: f.FetchOffset()}
+	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(),
+		offset: f.FetchOffset(), lastEpoch: f.LastFetchedEpoch(p.log)}
 	return pos, true
 }
 
@@ -121,15 +125,17 @@ func (p *Partition) onEpochEndOffset(leader, epoch, leaderEpoch int32, endOffset
 	return p.stepLocked(f, f.OnEpochEndOffset(leaderEpoch, endOffset, p.log, p.log.HighWatermark()))
 }
 
-// onDivergingEpoch handles a fetch answer naming where the log diverges.
-func (p *Partition) onDivergingEpoch(leader, epoch, divEpoch int32, divEnd int64) error {
+// onDivergingEpoch handles a fetch answer naming where the log diverges
+// from the leader's; lastEpoch and fetchOffset are what the fetch named. A
+// stale answer (the log moved since) changes nothing.
+func (p *Partition) onDivergingEpoch(leader, epoch, lastEpoch int32, fetchOffset int64, divEpoch int32, divEnd int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.followerLocked(leader, epoch)
-	if f == nil {
+	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset || f.LastFetchedEpoch(p.log) != lastEpoch {
 		return nil
 	}
-	return p.stepLocked(f, f.OnDivergingEpoch(divEpoch, divEnd, p.log, p.log.HighWatermark()))
+	return p.stepLocked(f, f.OnDivergingEpoch(lastEpoch, divEpoch, divEnd, p.log, p.log.HighWatermark()))
 }
 
 // onFetchOutOfRange handles OFFSET_OUT_OF_RANGE for the fetch offset.

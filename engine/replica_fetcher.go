@@ -10,20 +10,28 @@ package engine
 // 10,000 loops, and an idle round trip carries no partitions at all. Each
 // round:
 //
-//  1. partitions whose replication.Follower is truncating ask the leader
-//     where their latest epoch ends (OffsetForLeaderEpoch v4) and truncate
-//     there (Partition.onEpochEndOffset → storage TruncateTo);
+//  1. a partition that becomes a follower fetches at once from its log
+//     end, naming its latest epoch (LastFetchedEpoch, KIP-595's
+//     truncation on fetch, as Kafka 2.7+ replicas do); partitions whose
+//     replication.Follower still needs a question answered (an epoch of
+//     the leader's this log lacks, KIP-279, or an out-of-range fetch)
+//     ask the leader where their epoch ends (OffsetForLeaderEpoch v4)
+//     and truncate there (Partition.onEpochEndOffset → storage
+//     TruncateTo);
 //  2. one Fetch v15 (ReplicaState.ID = this broker, the followed leader
 //     epoch, min bytes 1, max wait 500 ms) in the session: only partitions
-//     whose fetch offset changed are sent, those that stopped fetching
-//     (truncating, backing off, moved away) are forgotten;
+//     whose fetch offset or last epoch changed are sent, those that
+//     stopped fetching (truncating, backing off, moved away) are
+//     forgotten;
 //  3. each partition's records are appended as the leader wrote them
 //     (AppendAsFollower) and the leader's high watermark taken; a
-//     diverging epoch goes back to the state machine; OFFSET_OUT_OF_RANGE
-//     asks the leader's log start (ListOffsets earliest, as Kafka's
-//     follower does) and the state machine resets the log there
-//     (TruncateFullyAndStartAt) or truncates by epoch again; leader-side
-//     errors (an image behind on either side) back the partition off.
+//     DivergingEpoch answer goes to the state machine, which truncates
+//     where the leader says the logs part (never before that answer);
+//     OFFSET_OUT_OF_RANGE asks the leader's log start (ListOffsets
+//     earliest, as Kafka's follower does) and the state machine resets
+//     the log there (TruncateFullyAndStartAt) or truncates by epoch
+//     again; leader-side errors (an image behind on either side) back
+//     the partition off.
 //
 // A partition moves to another fetcher when its leader changes
 // (replicaManager.follow). The request and response buffers are reused;
@@ -246,9 +254,10 @@ type fetcherPart struct {
 	pos followPosition
 	ok  bool // pos is current (p still follows this leader)
 	// inSession: the session has the partition at sentOffset/sentEpoch.
-	inSession  bool
-	sentOffset int64
-	sentEpoch  int32
+	inSession     bool
+	sentOffset    int64
+	sentEpoch     int32
+	sentLastEpoch int32 // the LastFetchedEpoch sent
 	// backoff: no fetching before this time (a leader-side error).
 	backoff time.Time
 }
@@ -566,11 +575,11 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 		switch {
 		case fetchable:
 			fetching++
-			if fp.inSession && fp.sentOffset == fp.pos.offset && fp.sentEpoch == fp.pos.epoch {
+			if fp.inSession && fp.sentOffset == fp.pos.offset && fp.sentEpoch == fp.pos.epoch && fp.sentLastEpoch == fp.pos.lastEpoch {
 				continue
 			}
 			topics = addFetchPart(topics, fp)
-			fp.inSession, fp.sentOffset, fp.sentEpoch = true, fp.pos.offset, fp.pos.epoch
+			fp.inSession, fp.sentOffset, fp.sentEpoch, fp.sentLastEpoch = true, fp.pos.offset, fp.pos.epoch, fp.pos.lastEpoch
 		case fp.inSession:
 			forgotten = addForgotten(forgotten, fp)
 			fp.inSession = false
@@ -590,7 +599,7 @@ func addFetchPart(topics []kmsg.FetchRequestTopic, fp *fetcherPart) []kmsg.Fetch
 	}
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = fp.p.Index, fp.pos.epoch, fp.pos.offset
-	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = -1, -1, replicaPartitionBytes
+	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = fp.pos.lastEpoch, -1, replicaPartitionBytes
 	t := &topics[len(topics)-1]
 	t.Partitions = append(t.Partitions, rp)
 	return topics
@@ -634,7 +643,7 @@ func (f *replicaFetcher) fetchAnswer(topicID [16]byte, rp *kmsg.FetchResponseTop
 		fp.backoff = time.Now().Add(replicaFetchBackoff)
 		return
 	case rp.DivergingEpoch.EndOffset >= 0:
-		err = p.onDivergingEpoch(f.leader, epoch, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+		err = p.onDivergingEpoch(f.leader, epoch, fp.sentLastEpoch, fp.sentOffset, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 	default:
 		err = p.appendFetched(f.leader, epoch, fp.sentOffset, wholeBatches(rp.RecordBatches), rp.HighWatermark, rp.LogStartOffset)
 	}

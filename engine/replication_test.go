@@ -13,10 +13,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -382,6 +385,25 @@ func TestReplicationConsumersStopAtHighWatermark(t *testing.T) {
 	c.assertIdentical(t, "h", 1, []int32{1, 2})
 }
 
+// requestsServed is how many requests of API key b has served, read from
+// its /metrics as a scraper would.
+func requestsServed(t testing.TB, b *engine.Broker, key kmsg.Key) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	b.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	prefix := fmt.Sprintf("sluice_requests_total{api=%q} ", kmsg.NameForKey(key.Int16()))
+	for line := range strings.Lines(rec.Body.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // lastOffset is the last offset of the batches (-1 for none).
 func lastOffset(t testing.TB, b []byte) int64 {
 	last := int64(-1)
@@ -446,9 +468,11 @@ func TestReplicationISRShrinkAndRejoin(t *testing.T) {
 // TestReplicationDivergentTailTruncated: broker 1 leads at epoch 0 and
 // writes records no follower fetches (its image still says it leads, while
 // broker 2's says broker 2 leads at epoch 1); broker 2 writes its own. When
-// broker 1 learns it follows broker 2 at epoch 1 it asks where epoch 0 ends
-// on broker 2 (OffsetForLeaderEpoch), cuts its tail there, fetches broker
-// 2's records and ends byte-identical to broker 2.
+// broker 1 learns it follows broker 2 at epoch 1 it fetches from its log
+// end naming epoch 0 (LastFetchedEpoch); broker 2 answers where its epoch
+// 0 ends (DivergingEpoch), and broker 1 cuts its tail there — with no
+// OffsetForLeaderEpoch round trip — fetches broker 2's records and ends
+// byte-identical to broker 2.
 func TestReplicationDivergentTailTruncated(t *testing.T) {
 	c := startCluster(t, 2)
 	id := c.createTopic("d", 1, []int32{1, 2}, nil)
@@ -480,6 +504,9 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	waitFor(t, "broker 1 to truncate and catch up", func() bool {
 		return p1.LogEndOffset() == 7 && p1.HighWatermark() == p2.HighWatermark()
 	})
+	if n := requestsServed(t, c.brokers[2].Broker, kmsg.OffsetForLeaderEpoch); n != 0 {
+		t.Errorf("broker 2 answered %v OffsetForLeaderEpoch requests; the fetch's DivergingEpoch should have settled it", n)
+	}
 	c.assertIdentical(t, "d", 2, []int32{1, 2})
 	waitFor(t, "broker 1 to rejoin the ISR", func() bool { return slices.Equal(p2.ISR(), []int32{1, 2}) })
 	if a := produceWithTimeout(rc2, -1, 10_000, "d", smallBatch(t, "after")); a.ErrorCode != 0 {
