@@ -16,3 +16,10 @@ func SetISRBatch(b *Broker, n int) {
 func ISRRequests(b *Broker) (requests, partitions int64) {
 	return b.replicas.isr.requests.Load(), b.replicas.isr.partitions.Load()
 }
+
+// FetchSessions is how many fetch sessions b's cache holds.
+func FetchSessions(b *Broker) int {
+	b.sessions.mu.Lock()
+	defer b.sessions.mu.Unlock()
+	return len(b.sessions.sessions)
+}
