@@ -66,6 +66,9 @@ type Config struct {
 	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
+	// ReplicaSelectorClass is replica.selector.class: Kafka's
+	// RackAwareReplicaSelector turns on KIP-392 follower fetching.
+	ReplicaSelectorClass string
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per

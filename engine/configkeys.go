@@ -257,6 +257,9 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return millis{&c.BrokerSessionTimeout} }},
 	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", min: 0, max: maxLong, doc: "a follower behind this long leaves the ISR",
 		field: func(c *Config) any { return millis{&c.ReplicaLagTimeMax} }},
+	{name: "replica.selector.class", typ: typeString, oneOf: []string{rackAwareSelector, leaderSelector},
+		doc:   "where consumers that name their rack read: " + rackAwareSelector + " sends them to an in-sync replica in their rack (KIP-392); unset or " + leaderSelector + ": the leader",
+		field: func(c *Config) any { return &c.ReplicaSelectorClass }},
 
 	// Sluice's own: the network backend of `sluice serve` (flags --net and
 	// --net-loops override; SLUICE_NET sets the default).

@@ -23,3 +23,6 @@ func FetchSessions(b *Broker) int {
 	defer b.sessions.mu.Unlock()
 	return len(b.sessions.sessions)
 }
+
+// ParkedFetches is how many fetches wait in b's purgatory.
+func ParkedFetches(b *Broker) int64 { return int64(b.waiters.waiting.Load()) }

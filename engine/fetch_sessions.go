@@ -329,7 +329,7 @@ func (s *fetchSession) finish(f *fetch) {
 		if sp == nil {
 			continue
 		}
-		changed := fp.records.Len > 0 || fp.err != 0 || fp.divergingEpoch >= 0 ||
+		changed := fp.records.Len > 0 || fp.err != 0 || fp.divergingEpoch >= 0 || fp.preferred >= 0 ||
 			fp.hw != sp.hw || fp.logStart != sp.logStart
 		fp.omit = f.incremental && !changed
 		sp.hw, sp.logStart, sp.hadRecords = fp.hw, fp.logStart, fp.records.Len > 0

@@ -13,6 +13,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/sluice-broker/sluice/replication"
 	"github.com/sluice-broker/sluice/storage"
 )
@@ -152,10 +154,21 @@ func (p *Partition) onFetchOutOfRange(leader, epoch int32, leaderLogStart int64)
 // appendFetched appends what the leader returned for fetchOffset and
 // takes its high watermark and log start (records the leader deleted go
 // here too, as in Kafka). Batches that do not continue the log (the
-// fetcher's view was stale) send the follower back to truncation.
+// fetcher's view was stale) send the follower back to truncation. A high
+// watermark move wakes consumers parked on this follower (KIP-392).
 func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	hw := p.log.HighWatermark()
+	err := p.appendFetchedLocked(leader, epoch, fetchOffset, records, leaderHW, leaderLogStart)
+	moved := p.log.HighWatermark() > hw
+	p.mu.Unlock()
+	if moved && p.waiters != nil {
+		p.waiters.wake(p, max(int64(len(records)), 1))
+	}
+	return err
+}
+
+func (p *Partition) appendFetchedLocked(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
 	f := p.followerLocked(leader, epoch)
 	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset {
 		return nil
@@ -206,3 +219,71 @@ func followerAppend(l *storage.Log, records []byte) error {
 func followerTruncate(l *storage.Log, offset int64) error { return l.TruncateTo(offset) }
 
 func followerReset(l *storage.Log, offset int64) error { return l.TruncateFullyAndStartAt(offset) }
+
+// ---- reading from followers (KIP-392) ----
+
+// The replica.selector.class values Sluice serves: Kafka's class names.
+const (
+	rackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+	leaderSelector    = "org.apache.kafka.common.replica.LeaderSelector"
+)
+
+// preferredReadReplica is where a consumer in rack, fetching at offset,
+// should read from, as Kafka's RackAwareReplicaSelector picks: the leader
+// itself (-1) when it is in that rack; else the in-sync follower in that
+// rack that has offset and the most records; else the leader. rackOf
+// names a broker's rack ("" unknown). Only a leader redirects.
+func (p *Partition) preferredReadReplica(rack string, offset int64, rackOf func(int32) string) int32 {
+	self := p.role.Load().self
+	if rackOf(self) == rack {
+		return -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.mu.leader
+	if l == nil {
+		return -1
+	}
+	best, bestLEO := int32(-1), int64(-1)
+	for _, id := range l.ISR() {
+		leo := l.FollowerLEO(id)
+		if id == self || leo < offset || leo <= bestLEO || rackOf(id) != rack {
+			continue
+		}
+		best, bestLEO = id, leo
+	}
+	return best
+}
+
+// rackOf is broker id's broker.rack ("" when unset or unknown): this
+// broker's from its config, the others' from their registrations.
+func (b *Broker) rackOf(id int32) string {
+	if id == b.cfg.NodeID {
+		return b.cfg.BrokerRack
+	}
+	if br, ok := b.image().Broker(id); ok && br.Rack != nil {
+		return *br.Rack
+	}
+	return ""
+}
+
+// checkReadable is checkLeader for a consumer that may read from a
+// follower (Fetch v11+, KIP-392): a follower of a live leader serves it
+// too, with the same epoch fencing against the epoch it follows.
+func (p *Partition) checkReadable(epoch int32) int16 {
+	r := p.role.Load()
+	if r.leader {
+		return p.checkLeader(epoch)
+	}
+	switch {
+	case r.leaderID < 0 || !slices.Contains(r.replicas, r.self):
+		return kerr.NotLeaderForPartition.Code
+	case epoch < 0:
+		return 0
+	case epoch < r.epoch:
+		return kerr.FencedLeaderEpoch.Code
+	case epoch > r.epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
