@@ -88,7 +88,7 @@ type fetch struct {
 	// KIP-392), and rack its client.rack ("" none).
 	anyReplica bool
 	rack       string
-	nowMs     int64          // when the partitions were read (a follower's fetch time)
+	nowMs      int64 // when the partitions were read (a follower's fetch time)
 
 	errCode     int16         // top-level error (fetch sessions)
 	sessionID   int32         // session id to answer with
