@@ -43,6 +43,11 @@ package engine
 //     appended: a produce or the group coordinator), the timer, or broker
 //     shutdown.
 //   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
+//   - Replication throttles (KIP-73): a follower's fetch of a partition
+//     whose topic names this leader's replica in
+//     leader.replication.throttled.replicas, by a follower outside the
+//     ISR, counts against leader.replication.throttled.rate; over it,
+//     the partition gets no records this time.
 //   - Reading from followers (KIP-392): a consumer's fetch of v11+ is
 //     served by a follower too, up to the follower's high watermark (an
 //     offset between it and the follower's log end reads nothing yet and
@@ -63,6 +68,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/replication"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -244,14 +250,19 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 			return
 		}
 	}
+	throttled, rate := false, int64(0)
 	if f.replica >= 0 && fp.divergingEpoch < 0 {
 		p.followerFetched(f.replica, fp.fetchOffset, f.nowMs)
+		throttled, rate = f.leaderThrottled(p)
 	}
 	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
 	fp.hw, fp.logStart, fp.end = hw, logStart, fetchable
 	limit := min(int64(fp.maxBytes), *remaining)
 	if fp.divergingEpoch >= 0 || fp.fetchOffset >= fetchable || (limit <= 0 && !*first) {
 		return
+	}
+	if throttled && f.b.replicas.leaderQuota.exceeded(rate) {
+		return // over leader.replication.throttled.rate: nothing this time
 	}
 	reg, err := p.read(fp.fetchOffset, int32(max(limit, 0)), f.isolation)
 	if err != nil {
@@ -261,9 +272,21 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if reg.Len == 0 || (reg.Len > limit && !*first) {
 		return
 	}
+	if throttled {
+		f.b.replicas.leaderQuota.record(reg.Len, rate)
+	}
 	fp.records = reg
 	*first = false
 	*remaining -= reg.Len
+}
+
+// leaderThrottled reports whether the follower's fetch of p counts
+// against leader.replication.throttled.rate (KIP-73: the topic names
+// this leader's replica in leader.replication.throttled.replicas and the
+// follower is not in the ISR), and the rate.
+func (f *fetch) leaderThrottled(p *Partition) (bool, int64) {
+	rate, _ := f.b.replicas.throttleRates()
+	return rate != replication.Unthrottled && p.leaderThrottled(f.replica), rate
 }
 
 // partition returns fp's partition, or nil with fp.err set.

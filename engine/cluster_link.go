@@ -94,7 +94,11 @@ func (b *Broker) SetClusterLink(l ClusterLink) {
 
 // installClusterLink gives a broker of a cluster the replication link over
 // its controller connection (cluster.go); a single node keeps singleNodeLink.
+// It also hands the replica manager the broker's replication throttle
+// rates (Broker.ReplicationThrottles).
 func (b *Broker) installClusterLink() {
+	rates := b.ReplicationThrottles
+	b.replicas.rates.Store(&rates)
 	if b.cluster != nil {
 		b.SetClusterLink(controllerISRLink{b})
 	}

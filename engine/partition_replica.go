@@ -12,6 +12,7 @@ package engine
 import (
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -286,4 +287,67 @@ func (p *Partition) checkReadable(epoch int32) int16 {
 		return kerr.UnknownLeaderEpoch.Code
 	}
 	return 0
+}
+
+// ---- replication throttles (KIP-73) ----
+
+// Topic configs naming a topic's throttled replicas.
+const (
+	leaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	followerThrottledReplicas = "follower.replication.throttled.replicas"
+)
+
+// throttledList is a topic's throttled-replicas config ("" none).
+func (p *Partition) throttledList(key string) string {
+	if p.Topic == nil || p.Topic.overrides.Load() == nil {
+		return ""
+	}
+	return p.Topic.Overrides()[key]
+}
+
+// leaderThrottled reports whether the leader throttles its answers to
+// follower replica: the topic names this broker's replica of p in
+// leader.replication.throttled.replicas, and the follower is not in the
+// ISR (an in-sync replica is never throttled).
+func (p *Partition) leaderThrottled(replica int32) bool {
+	list := p.throttledList(leaderThrottledReplicas)
+	if list == "" || !replication.ThrottledReplica(list, p.Index, p.role.Load().self) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.mu.leader
+	return l != nil && !slices.Contains(l.ISR(), replica)
+}
+
+// followerThrottled reports whether this follower (broker self) throttles
+// its fetches of p: follower.replication.throttled.replicas names it.
+// (Whether it is in sync is the fetcher's to know.)
+func (p *Partition) followerThrottled(self int32) bool {
+	list := p.throttledList(followerThrottledReplicas)
+	return list != "" && replication.ThrottledReplica(list, p.Index, self)
+}
+
+// replicationQuota is a replication.Quota shared by a broker's fetches.
+type replicationQuota struct {
+	mu sync.Mutex
+	q  replication.Quota
+}
+
+func (q *replicationQuota) exceeded(rate int64) bool {
+	if rate == replication.Unthrottled {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.q.Exceeded(rate, wallMs())
+}
+
+func (q *replicationQuota) record(n, rate int64) {
+	if rate == replication.Unthrottled || n == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.q.Record(n, rate, wallMs())
 }

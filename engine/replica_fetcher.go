@@ -50,6 +50,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -82,6 +83,13 @@ type replicaManager struct {
 	link       linkSlot
 	isr        *isrSender // batches ISR proposals into AlterPartition requests
 
+	// leaderQuota and followerQuota measure the bytes of throttled
+	// replicas this broker sends as a leader and fetches as a follower.
+	leaderQuota, followerQuota replicationQuota
+	// rates reads the throttle rates (Broker.ReplicationThrottles, at
+	// every use: they may change at run time); nil: none.
+	rates atomic.Pointer[func() (leader, follower int64)]
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -113,6 +121,15 @@ func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
 }
 
 func (m *replicaManager) lagTimeMaxMs() int64 { return m.lagTimeMax.Milliseconds() }
+
+// throttleRates is leader.replication.throttled.rate and
+// follower.replication.throttled.rate now.
+func (m *replicaManager) throttleRates() (leader, follower int64) {
+	if f := m.rates.Load(); f != nil {
+		return (*f)()
+	}
+	return replication.Unthrottled, replication.Unthrottled
+}
 
 // fetchWait is the fetchers' max wait: Kafka's 500 ms, but well inside
 // replica.lag.time.max.ms (Kafka requires replica.fetch.wait.max.ms below
@@ -260,6 +277,13 @@ type fetcherPart struct {
 	sentLastEpoch int32 // the LastFetchedEpoch sent
 	// backoff: no fetching before this time (a leader-side error).
 	backoff time.Time
+	// caughtUp: the last answer left the log at the leader's high
+	// watermark (Kafka's isReplicaInSync for throttling: an in-sync
+	// follower is never throttled).
+	caughtUp bool
+	// throttled: the partition's bytes in the answer to the request in
+	// flight count against follower.replication.throttled.rate.
+	throttled bool
 }
 
 func newReplicaFetcher(m *replicaManager, leader int32) *replicaFetcher {
@@ -566,9 +590,13 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	full := f.session.epoch == 0
 	now := time.Now()
+	_, rate := f.m.throttleRates()
 	fetching := 0
 	for _, fp := range f.parts {
 		fetchable := fp.ok && !fp.pos.truncating && !now.Before(fp.backoff)
+		if fetchable && f.throttle(fp, rate) {
+			fetchable = false // over follower.replication.throttled.rate: not this round
+		}
 		if full {
 			fp.inSession = false
 		}
@@ -590,6 +618,16 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 		return nil
 	}
 	return req
+}
+
+// throttle decides whether fp's bytes count against the follower's
+// throttle rate this round (fp.throttled) and whether the quota holds
+// the partition back: only a replica the topic names in
+// follower.replication.throttled.replicas that is not caught up, as in
+// Kafka.
+func (f *replicaFetcher) throttle(fp *fetcherPart, rate int64) (wait bool) {
+	fp.throttled = rate != replication.Unthrottled && !fp.caughtUp && fp.p.followerThrottled(f.m.self)
+	return fp.throttled && f.m.followerQuota.exceeded(rate)
 }
 
 func addFetchPart(topics []kmsg.FetchRequestTopic, fp *fetcherPart) []kmsg.FetchRequestTopic {
@@ -645,7 +683,13 @@ func (f *replicaFetcher) fetchAnswer(topicID [16]byte, rp *kmsg.FetchResponseTop
 	case rp.DivergingEpoch.EndOffset >= 0:
 		err = p.onDivergingEpoch(f.leader, epoch, fp.sentLastEpoch, fp.sentOffset, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 	default:
-		err = p.appendFetched(f.leader, epoch, fp.sentOffset, wholeBatches(rp.RecordBatches), rp.HighWatermark, rp.LogStartOffset)
+		records := wholeBatches(rp.RecordBatches)
+		err = p.appendFetched(f.leader, epoch, fp.sentOffset, records, rp.HighWatermark, rp.LogStartOffset)
+		fp.caughtUp = p.LogEndOffset() >= rp.HighWatermark
+		if fp.throttled {
+			_, rate := f.m.throttleRates()
+			f.m.followerQuota.record(int64(len(records)), rate)
+		}
 	}
 	if err != nil {
 		f.m.log.Error("replica fetch failed", "topic", p.Topic.Name, "partition", p.Index, "err", err)

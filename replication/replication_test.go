@@ -309,3 +309,56 @@ func TestFollowerHighWatermarkBoundedByOwnLog(t *testing.T) {
 		t.Fatalf("follower HW %d beyond its own log end", hw)
 	}
 }
+
+func TestQuotaAveragesTheRate(t *testing.T) {
+	var q Quota
+	const rate = 1000 // bytes/s
+	sent := int64(0)
+	for now := int64(1); now <= 10_000; now += 10 { // 10 s in 10 ms steps
+		if !q.Exceeded(rate, now) {
+			q.Record(300, rate, now) // a fetch's worth at a time
+			sent += 300
+		}
+	}
+	// One second's burst above 10 s of the rate, at most one send over.
+	if sent < 10_000 || sent > 11_000+300 {
+		t.Fatalf("sent %d bytes in 10 s at %d bytes/s", sent, rate)
+	}
+	var free Quota
+	for now := int64(1); now < 100; now++ {
+		free.Record(1<<30, Unthrottled, now)
+		if free.Exceeded(Unthrottled, now) {
+			t.Fatal("an unthrottled quota was exceeded")
+		}
+	}
+}
+
+func TestThrottledReplicaLists(t *testing.T) {
+	for _, c := range []struct {
+		list      string
+		partition int32
+		broker    int32
+		want      bool
+	}{
+		{"*", 3, 9, true},
+		{" * ", 3, 9, true},
+		{"", 0, 1, false},
+		{"0:1,1:2", 1, 2, true},
+		{"0:1, 1:2", 1, 2, true},
+		{"0:1,1:2", 1, 1, false},
+		{"10:1", 1, 1, false},
+	} {
+		if got := ThrottledReplica(c.list, c.partition, c.broker); got != c.want {
+			t.Errorf("ThrottledReplica(%q, %d, %d) = %v", c.list, c.partition, c.broker, got)
+		}
+	}
+	for list, valid := range map[string]bool{"*": true, "": true, "0:1,2:3": true, " 0 : 1 ": true,
+		"0:1,": true, "x": false, "0:-1": false, "1": false, "*,0:1": false, "0:99999999999": false} {
+		if ValidThrottledReplicas(list) != valid {
+			t.Errorf("ValidThrottledReplicas(%q) = %v", list, !valid)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ThrottledReplica("0:1, 1:2, 2:3", 2, 3) }); n != 0 {
+		t.Fatalf("%v allocations per match", n)
+	}
+}
