@@ -245,7 +245,7 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if f.rack != "" && p.isLeader() {
 		// KIP-392: a consumer in another rack than the leader reads
 		// from a replica in its own; this answer carries no records.
-		if fp.preferred = p.preferredReadReplica(f.rack, fp.fetchOffset, f.b.rackOf); fp.preferred >= 0 {
+		if fp.preferred = p.preferredReadReplica(f.rack, fp.fetchOffset, f.b); fp.preferred >= 0 {
 			fp.hw, fp.logStart = p.HighWatermark(), p.LogStartOffset()
 			return
 		}

@@ -232,11 +232,11 @@ const (
 // preferredReadReplica is where a consumer in rack, fetching at offset,
 // should read from, as Kafka's RackAwareReplicaSelector picks: the leader
 // itself (-1) when it is in that rack; else the in-sync follower in that
-// rack that has offset and the most records; else the leader. rackOf
-// names a broker's rack ("" unknown). Only a leader redirects.
-func (p *Partition) preferredReadReplica(rack string, offset int64, rackOf func(int32) string) int32 {
+// rack that has offset and the most records; else the leader. b names the
+// brokers' racks. Only a leader redirects.
+func (p *Partition) preferredReadReplica(rack string, offset int64, b *Broker) int32 {
 	self := p.role.Load().self
-	if rackOf(self) == rack {
+	if b.rackOf(self) == rack {
 		return -1
 	}
 	p.mu.Lock()
@@ -248,7 +248,7 @@ func (p *Partition) preferredReadReplica(rack string, offset int64, rackOf func(
 	best, bestLEO := int32(-1), int64(-1)
 	for _, id := range l.ISR() {
 		leo := l.FollowerLEO(id)
-		if id == self || leo < offset || leo <= bestLEO || rackOf(id) != rack {
+		if id == self || leo < offset || leo <= bestLEO || b.rackOf(id) != rack {
 			continue
 		}
 		best, bestLEO = id, leo
