@@ -21,8 +21,9 @@ package engine
 //  2. one Fetch v15 (ReplicaState.ID = this broker, the followed leader
 //     epoch, min bytes 1, max wait 500 ms) in the session: only partitions
 //     whose fetch offset or last epoch changed are sent, those that
-//     stopped fetching (truncating, backing off, moved away) are
-//     forgotten;
+//     stopped fetching (truncating, backing off, moved away, or held back
+//     by follower.replication.throttled.rate: a throttled replica not
+//     caught up, while the quota is spent) are forgotten;
 //  3. each partition's records are appended as the leader wrote them
 //     (AppendAsFollower) and the leader's high watermark taken; a
 //     DivergingEpoch answer goes to the state machine, which truncates
