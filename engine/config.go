@@ -59,6 +59,7 @@ type Config struct {
 	ControllerListen              string        // host:port of the controller listener in listeners
 	InterBrokerListenerName       string        // inter.broker.listener.name
 	BrokerRack                    string        // broker.rack; "" when unset
+	ReplicaSelectorClass          string        // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
 	DefaultReplicationFactor      int32         // default.replication.factor
 	MinInsyncReplicas             int32         // min.insync.replicas
 	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
