@@ -47,17 +47,22 @@ the default. The topic key is the topic-level config whose default the broker ke
 | key | type | default | valid values | topic key | Kafka dynamic | meaning |
 |---|---|---|---|---|---|---|
 `)
-	var ignored []string
+	var ignored, topicOnly []string
 	for i := range configKeys {
 		k := &configKeys[i]
 		if k.use == useIgnored {
 			ignored = append(ignored, "`"+k.name+"`")
 			continue
 		}
+		if k.topicOnly {
+			topicOnly = append(topicOnly, "`"+k.name+"`")
+			continue
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", docNames(k), strings.ToLower(k.typ.String()),
 			docNumber(k.def), docValid(k), docCode(k.topic), [...]string{"read-only", "per-broker", "cluster-wide"}[k.scope], docMeaning(k))
 	}
 	b.WriteString("\nAccepted and ignored (a single node has nothing to tune with them): " + strings.Join(ignored, ", ") + ".\n")
+	b.WriteString("\nTopic keys with no broker key (set per topic only): " + strings.Join(topicOnly, ", ") + ".\n")
 	b.WriteString(groupDoc())
 	return b.String()
 }

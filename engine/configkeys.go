@@ -92,6 +92,11 @@ type configKey struct {
 	// not (it binds listeners once): a dynamic alteration is refused and
 	// DescribeConfigs reports it read-only.
 	restartOnly bool
+	// topicOnly marks a topic key with no broker key (Kafka's
+	// leader.replication.throttled.replicas): the row's name is the topic
+	// key's, and it is neither a server.properties key, nor described for
+	// brokers, nor a dynamic broker config.
+	topicOnly bool
 	// field binds a useConfig value to Config: a pointer to an int32,
 	// int64, int, bool, string or float64 field, or a millis/minutes
 	// duration. Rows whose value needs translation set get and set instead.
@@ -296,7 +301,7 @@ var configKeys = append([]configKey{
 // throttledReplicasKey is a topic's list of throttled replicas, checked
 // as Kafka's ThrottledReplicaListValidator does.
 func throttledReplicasKey(name, doc string) configKey {
-	return configKey{name: name, typ: typeList, topic: name, scope: clusterWide, doc: doc,
+	return configKey{name: name, typ: typeList, topic: name, scope: clusterWide, topicOnly: true, doc: doc,
 		get: func(*Config) string { return "" },
 		set: func(_ *Config, v string) error {
 			if !replication.ValidThrottledReplicas(v) {
@@ -324,6 +329,9 @@ func indexBrokerKeys() map[string]keyRef {
 	byName := map[string]keyRef{}
 	for i := range configKeys {
 		k := &configKeys[i]
+		if k.topicOnly {
+			continue
+		}
 		byName[k.name] = keyRef{key: k}
 		for j := range k.aliases {
 			byName[k.aliases[j].name] = keyRef{key: k, alias: &k.aliases[j]}
@@ -344,11 +352,13 @@ func (k *configKey) bounds() (min, max int64) {
 }
 
 // described says whether DescribeConfigs reports the key.
-func (k *configKey) described() bool { return k.use != useIgnored }
+func (k *configKey) described() bool { return k.use != useIgnored && !k.topicOnly }
 
 // readOnly is DescribeConfigs' read_only of the broker-level key: whether
 // Sluice refuses to change it at run time.
-func (k *configKey) readOnly() bool { return k.scope == static || k.restartOnly || k.use == useIgnored }
+func (k *configKey) readOnly() bool {
+	return k.scope == static || k.restartOnly || k.use == useIgnored || k.topicOnly
+}
 
 // sensitive keys are described without their value.
 func (k *configKey) sensitive() bool { return k.typ == typePassword }

@@ -235,6 +235,7 @@ func TestDynamicBrokerConfigErrors(t *testing.T) {
 	}{
 		{"unknown key", []kadm.AlterConfig{set("no.such.key", "1")}, nil, kerr.InvalidConfig, "Unknown broker config: no.such.key"},
 		{"topic key on a broker", []kadm.AlterConfig{set("retention.ms", "1")}, nil, kerr.InvalidConfig, "Unknown"},
+		{"topic-only key on a broker", []kadm.AlterConfig{set("leader.replication.throttled.replicas", "*")}, nil, kerr.InvalidConfig, "Unknown"},
 		{"read-only key", []kadm.AlterConfig{set("num.partitions", "3")}, []int32{node}, kerr.InvalidRequest, "Cannot update these configs dynamically: Set(num.partitions)"},
 		{"restart-only key", []kadm.AlterConfig{set("listeners", "PLAINTEXT://127.0.0.1:1")}, []int32{node}, kerr.InvalidRequest, "restart only"},
 		{"per-broker key at the cluster level", []kadm.AlterConfig{set("advertised.listeners", "PLAINTEXT://h:1")}, nil, kerr.InvalidRequest, "broker id must be specified"},
