@@ -69,3 +69,42 @@ func TestKafkaConfigCommand(t *testing.T) {
 		t.Fatalf("read-only key: %v\n%s", err, lastLines(string(out2), 5))
 	}
 }
+
+// TestKafkaReassignThrottle: kafka-reassign-partitions --throttle sets
+// this broker's leader/follower.replication.throttled.rate as dynamic
+// configs (in force through Broker.ReplicationThrottles) and the topic's
+// throttled-replica lists; --verify clears them again.
+func TestKafkaReassignThrottle(t *testing.T) {
+	cp := os.Getenv("SLUICE_KAFKA_CLASSPATH")
+	if cp == "" {
+		t.Skip("set SLUICE_KAFKA_CLASSPATH to Kafka's jars to run kafka-reassign-partitions")
+	}
+	tb := testbroker.Start(t)
+	createTopic(t, tb, "throttled", 2)
+	plan := t.TempDir() + "/plan.json"
+	if err := os.WriteFile(plan, []byte(`{"version":1,"partitions":[{"topic":"throttled","partition":0,"replicas":[1]},{"topic":"throttled","partition":1,"replicas":[1]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reassign := func(args ...string) string {
+		cmd := exec.Command("java", append([]string{"-cp", cp, "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+			"--bootstrap-server", tb.Addr, "--reassignment-json-file", plan}, args...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("kafka-reassign-partitions %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	reassign("--execute", "--throttle", "1000000")
+	if l, f := tb.Broker.ReplicationThrottles(); l != 1_000_000 || f != 1_000_000 {
+		t.Fatalf("throttles after --execute --throttle: %d %d", l, f)
+	}
+	if got := tb.Broker.Topic("throttled").Overrides()["leader.replication.throttled.replicas"]; got != "0:1,1:1" {
+		t.Fatalf("leader.replication.throttled.replicas %q", got)
+	}
+	if out := reassign("--verify"); !strings.Contains(out, "Clearing broker-level throttles on broker 1") {
+		t.Fatalf("--verify:\n%s", out)
+	}
+	if l, f := tb.Broker.ReplicationThrottles(); l != 1<<63-1 || f != 1<<63-1 {
+		t.Fatalf("throttles after --verify: %d %d", l, f)
+	}
+}
