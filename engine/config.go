@@ -35,6 +35,9 @@ type Config struct {
 	Log storage.Config
 	// CompressionType is the broker default of compression.type.
 	CompressionType string
+	// CleanupPolicy is log.cleanup.policy as given (delete, compact or
+	// both); Log.Compact follows it.
+	CleanupPolicy string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
 	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the cleaner

@@ -191,7 +191,7 @@ var configKeys = append([]configKey{
 
 	// Log cleaning (compaction).
 	{name: "log.cleanup.policy", typ: typeList, def: "delete", oneOf: []string{"delete", "compact"}, scope: clusterWide, topic: "cleanup.policy",
-		doc: "delete and/or compact", get: func(c *Config) string { return cleanupString(c.Log.Compact) }, set: setCleanupPolicy},
+		doc: "delete and/or compact", get: func(c *Config) string { return c.CleanupPolicy }, set: setCleanupPolicy},
 	{name: "log.cleaner.delete.retention.ms", typ: typeLong, def: "86400000", min: 0, max: maxLong, scope: clusterWide, topic: "delete.retention.ms",
 		doc: "how long tombstones are kept in compacted topics", field: func(c *Config) any { return &c.Log.DeleteRetentionMs }},
 	{name: "log.cleaner.min.cleanable.ratio", typ: typeDouble, def: "0.5", min: 0, max: 1, scope: clusterWide, topic: "min.cleanable.dirty.ratio",

@@ -362,3 +362,34 @@ func TestDynamicLogCleanerBackoff(t *testing.T) {
 	}
 	t.Logf("compacted by the cleaner loop: %d bytes → %d", before, log.Size())
 }
+
+// TestDynamicBrokerListAppend: APPEND and SUBTRACT on a broker list key
+// start from the built-in default (Kafka's), and the topic defaults
+// follow: compaction with the default's compact, no retention without its
+// delete.
+func TestDynamicBrokerListAppend(t *testing.T) {
+	tb := testbroker.Start(t)
+	createTopic(t, tb, "policy", 1)
+	appendOp := kadm.AlterConfig{Op: kadm.AppendConfig, Name: "log.cleanup.policy", Value: kadm.StringPtr("compact")}
+	if err := alterBroker(t, tb, []kadm.AlterConfig{appendOp}); err != nil {
+		t.Fatal(err)
+	}
+	if c := brokerConfigs(t, tb, "")["log.cleanup.policy"]; derefOr(c.Value) != "delete,compact" {
+		t.Fatalf("after APPEND: %q", derefOr(c.Value))
+	}
+	if !tb.Broker.Topic("policy").Settings().Log.Compact {
+		t.Fatal("the topic does not compact after the default gained compact")
+	}
+	subtract := kadm.AlterConfig{Op: kadm.SubtractConfig, Name: "log.cleanup.policy", Value: kadm.StringPtr("delete")}
+	if err := alterBroker(t, tb, []kadm.AlterConfig{subtract}); err != nil {
+		t.Fatal(err)
+	}
+	if c := brokerConfigs(t, tb, "")["log.cleanup.policy"]; derefOr(c.Value) != "compact" {
+		t.Fatalf("after SUBTRACT: %q", derefOr(c.Value))
+	}
+	// Regression: a compact-only broker default still deleted by age and
+	// size; in Kafka such topics keep every key's last value.
+	if s := tb.Broker.Topic("policy").Settings().Log; s.RetentionMs != -1 || s.RetentionBytes != -1 {
+		t.Fatalf("compact-only default: retention %d ms, %d bytes; want none", s.RetentionMs, s.RetentionBytes)
+	}
+}

@@ -82,8 +82,9 @@ func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 	s := TopicSettings{Log: t.Log, CompressionType: t.CompressionType, MaxMessageBytes: t.MessageMaxBytes,
 		MinInsyncReplicas: t.MinInsyncReplicas, base: c}
 	// cleanup.policy=compact alone never deletes by age or size in Kafka
-	// (__consumer_offsets relies on it); storage only knows retention.
-	if p, ok := overrides["cleanup.policy"]; ok && !strings.Contains(p, "delete") {
+	// (__consumer_offsets relies on it), whether the topic or the broker
+	// default says so; storage only knows retention.
+	if !strings.Contains(t.CleanupPolicy, "delete") {
 		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
 	}
 	return s
@@ -102,15 +103,8 @@ func (c *Config) DefaultTopicValue(name string) (string, bool) {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 func atoi(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
 
-func cleanupString(compact bool) string {
-	if compact {
-		return "compact"
-	}
-	return "delete"
-}
-
 func setCleanupPolicy(c *Config, v string) error {
-	c.Log.Compact = strings.Contains(v, "compact")
+	c.CleanupPolicy, c.Log.Compact = v, strings.Contains(v, "compact")
 	return nil
 }
 
