@@ -79,6 +79,10 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.electLeaders(req)
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return cs.alterConfigs(req)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return cs.alterReassignments(req)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return cs.listReassignments(req)
 	}
 	return nil
 }
@@ -111,7 +115,7 @@ func (cs *connState) heartbeat(req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
 	resp.IsFenced = true
 	cs.hbID, cs.hbEpoch, cs.hbSeen = req.BrokerID, req.BrokerEpoch, true
 	hb := Heartbeat{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, CurrentMetadataOffset: req.CurrentMetadataOffset,
-		WantFence: req.WantFence, WantShutDown: req.WantShutdown}
+		WantFence: req.WantFence, WantShutDown: req.WantShutdown, Conn: cs.id}
 	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
 		res := a.ctrl.Heartbeat(a.s.store.Image(), hb, time.Now().UnixMilli())
 		if res.Err != nil {
@@ -419,46 +423,6 @@ func (cs *connState) electLeaders(req *kmsg.ElectLeadersRequest) kmsg.Response {
 		rp := kmsg.NewElectLeadersResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = p.Partition, code(p.Err)
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
-	}
-	return resp
-}
-
-// alterConfigs commits topic config changes as ConfigRecords. The broker
-// that forwards them has validated the values against its config table
-// and sends only SET and DELETE.
-func (cs *connState) alterConfigs(req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
-	resp := kmsg.NewPtrIncrementalAlterConfigsResponse()
-	for _, res := range req.Resources {
-		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		rr.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
-			if res.ResourceType != kmsg.ConfigResourceTypeTopic {
-				return kerr.InvalidRequest
-			}
-			if a.s.store.Image().Topic(res.ResourceName) == nil {
-				return kerr.UnknownTopicOrPartition
-			}
-			var recs []metadata.Record
-			for _, c := range res.Configs {
-				r := metadata.ConfigRecord{ResourceType: metadata.ResourceTopic, ResourceName: res.ResourceName, Name: c.Name}
-				switch c.Op {
-				case kmsg.IncrementalAlterConfigOpSet:
-					if c.Value == nil {
-						return kerr.InvalidRequest
-					}
-					r.Value = c.Value
-				case kmsg.IncrementalAlterConfigOpDelete:
-				default:
-					return kerr.InvalidRequest
-				}
-				recs = append(recs, r)
-			}
-			if req.ValidateOnly {
-				return nil
-			}
-			return commitErr(a.commit(recs))
-		}))
-		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp
 }

@@ -35,8 +35,14 @@ type Config struct {
 	Log storage.Config
 	// CompressionType is the broker default of compression.type.
 	CompressionType string
+	// CleanupPolicy is log.cleanup.policy as given (delete, compact or
+	// both); Log.Compact follows it.
+	CleanupPolicy string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
+	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the cleaner
+	// looks for work (read at run time: it is dynamic).
+	LogCleanerBackoff time.Duration
 
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
@@ -56,6 +62,7 @@ type Config struct {
 	ControllerListen              string        // host:port of the controller listener in listeners
 	InterBrokerListenerName       string        // inter.broker.listener.name
 	BrokerRack                    string        // broker.rack; "" when unset
+	ReplicaSelectorClass          string        // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
 	DefaultReplicationFactor      int32         // default.replication.factor
 	MinInsyncReplicas             int32         // min.insync.replicas
 	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
@@ -66,6 +73,19 @@ type Config struct {
 	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
+
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, bytes/s (math.MaxInt64: no
+	// throttle). Usually set dynamically; read them through
+	// Broker.ReplicationThrottles.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
+
+	// GroupProtocolKeys holds the broker keys of Kafka 4's group protocols
+	// (group.consumer.*, group.share.*, group.streams.*: defaults and
+	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
+	GroupProtocolKeys [numGroupBrokerInts]int64
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
@@ -247,6 +267,10 @@ func setListeners(c *Config, v string) error {
 			c.ControllerListen = addr
 		}
 	}
+	if c.ControllerListen != "" && !strings.Contains(v, "PLAINTEXT://") {
+		c.Listen = "" // a controller-only node; a broker is refused at start
+		return nil
+	}
 	return setListener(&c.Listen, v)
 }
 
@@ -255,7 +279,7 @@ func listenersString(c *Config) string {
 	if c.ControllerListen != "" {
 		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
 	}
-	return s
+	return strings.TrimPrefix(s, ",")
 }
 
 func setListener(dst *string, v string) error {
