@@ -91,10 +91,7 @@ func TestDurability(t *testing.T) {
 	cancel()
 	waitHealed(t, c, topic, partitions, 60*time.Second)
 
-	logs, err := check.ReadLogs(ctxT(t, 60*time.Second), c.Bootstrap(), topic, partitions)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs := consumeAll(t, c, topic, partitions)
 	an := h.Check(logs, nil)
 	for p := int32(0); p < partitions; p++ {
 		dirs := map[int32]string{}
@@ -366,4 +363,15 @@ func dumpLogAfterStop(t *testing.T, c *Cluster, cp, topic string, partitions int
 		}
 	}
 	return out
+}
+
+// consumeAll reads every partition of topic from its start to its high
+// watermark (check.ReadLogs), failing the test when it cannot.
+func consumeAll(t *testing.T, c *Cluster, topic string, partitions int) map[int32]*check.Log {
+	t.Helper()
+	logs, err := check.ReadLogs(ctxT(t, 60*time.Second), c.Bootstrap(), topic, partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
 
 // TestReassignment moves an RF=3 topic's replicas while an idempotent
@@ -62,7 +64,7 @@ func TestReassignment(t *testing.T) {
 		t.Fatalf("commit: %v %v", err, r.Error())
 	}
 
-	h := newHistory()
+	h := check.NewHistory()
 	stopProducing := produceRoundRobin(c, topic, partitions, h)
 	time.Sleep(time.Second)
 
@@ -125,14 +127,14 @@ func TestReassignment(t *testing.T) {
 
 	stopProducing()
 	logs := consumeAll(t, c, topic, partitions)
-	an := h.check(logs)
+	an := h.Check(logs, nil)
 	final := assignment(t, c, topic)
 	for p, l := range logs {
-		an.add("diverged", compareAssigned(c, topic, p, l.hw, final[p])...)
+		an.Add(check.Diverged, compareAssigned(c, topic, p, l.HW, final[p])...)
 	}
-	sent, acked, failed := h.counts()
+	sent, acked, failed := h.Counts()
 	t.Logf("records: sent %d, acked %d, failed %d", sent, acked, failed)
-	for _, k := range anomalyKinds {
+	for _, k := range check.Kinds {
 		for i, s := range an[k] {
 			if i == 10 {
 				t.Errorf("%s: … %d more", k, len(an[k])-10)
@@ -149,7 +151,7 @@ func TestReassignment(t *testing.T) {
 // produceRoundRobin writes a counter over the partitions with an
 // idempotent acks=all producer, recording every answer in h, until the
 // returned stop is called (which flushes what is in flight).
-func produceRoundRobin(c *Cluster, topic string, partitions int, h *history) (stop func()) {
+func produceRoundRobin(c *Cluster, topic string, partitions int, h *check.History) (stop func()) {
 	prod := c.Client(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -166,9 +168,9 @@ func produceRoundRobin(c *Cluster, topic string, partitions int, h *history) (st
 			default:
 			}
 			p := int32(i % partitions)
-			h.sent(i, p)
-			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i))}
-			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.done(i, r, err) })
+			v := h.Send(0, p)
+			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(v))}
+			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.Done(v, r.Offset, err) })
 			if i%5 == 4 {
 				time.Sleep(time.Millisecond)
 			}
@@ -320,7 +322,7 @@ func compareAssigned(c *Cluster, topic string, p int32, hw int64, replicas []int
 	var out []string
 	var ref []byte
 	for i, id := range replicas {
-		b, err := batchesBelow(partitionDir(c.Node(id), topic, p), hw)
+		b, err := check.BatchesBelow(partitionDir(c.Node(id), topic, p), hw)
 		switch {
 		case err != nil:
 			out = append(out, fmt.Sprintf("partition %d node %d: %v", p, id, err))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
 
 // TestRollingRestart is issue 10's controlled-shutdown claim: every node
@@ -34,7 +36,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	waitHealed(t, c, topic, partitions, 30*time.Second)
 
-	h := newHistory()
+	h := check.NewHistory()
 	prod := c.Client(
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -52,9 +54,9 @@ func TestRollingRestart(t *testing.T) {
 			default:
 			}
 			p := int32(i % partitions)
-			h.sent(i, p)
-			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(i))}
-			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.done(i, r, err) })
+			v := h.Send(0, p)
+			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(v))}
+			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.Done(v, r.Offset, err) })
 			if i%5 == 4 {
 				time.Sleep(time.Millisecond)
 			}
@@ -95,13 +97,13 @@ func TestRollingRestart(t *testing.T) {
 	cancel()
 
 	logs := consumeAll(t, c, topic, partitions)
-	an := h.check(logs)
-	sent, acked, failed := h.counts()
+	an := h.Check(logs, nil)
+	sent, acked, failed := h.Counts()
 	t.Logf("sent %d, acked %d, failed %d", sent, acked, failed)
 	if failed > 0 || acked != sent {
 		t.Errorf("%d of %d produces failed, %d acknowledged: a rolling restart must fail none", failed, sent, acked)
 	}
-	for _, k := range anomalyKinds {
+	for _, k := range check.Kinds {
 		for i, s := range an[k] {
 			if i == 10 {
 				t.Errorf("%s: … %d more", k, len(an[k])-10)
