@@ -104,6 +104,8 @@ func (in *injector) inject(f *fault) (heal func() error, hold time.Duration, err
 		return in.partition(f)
 	case "disk-full":
 		return in.diskFull(f)
+	case "reassign":
+		return nil, 0, in.reassign(f)
 	case "add-broker":
 		nd, err := in.c.addBroker()
 		if err != nil {
@@ -174,6 +176,71 @@ func (in *injector) kill(f *fault, ids []int32) (func() error, time.Duration, er
 		}
 		return errors.Join(errs...)
 	}, time.Second + time.Duration(in.rng.IntN(2000))*time.Millisecond, nil
+}
+
+// reassign moves one replica of a random partition onto a broker that
+// holds none of it (the leader's, sometimes: leadership then moves) and
+// waits until the controller has completed the move: the new replica in
+// the ISR, the old one gone from the replica set.
+func (in *injector) reassign(f *fault) error {
+	p := int32(in.rng.IntN(in.parts))
+	replicas := in.c.replicasOf(in.topic, p)
+	var spare []int32
+	for _, id := range in.c.ids() {
+		if !slices.Contains(replicas, id) {
+			spare = append(spare, id)
+		}
+	}
+	if len(replicas) == 0 {
+		return errors.New("no replicas")
+	}
+	if len(spare) == 0 {
+		if len(in.c.nodes) >= in.maxNode {
+			return errors.New("no broker without a replica, and no room to add one")
+		}
+		nd, err := in.c.addBroker()
+		if err != nil {
+			return err
+		}
+		in.added = true
+		if err := in.c.waitFor(60*time.Second, "the new broker", func() bool { return in.c.brokersUp(len(in.c.nodes)) }); err != nil {
+			return err
+		}
+		spare = []int32{nd.id}
+	}
+	target := slices.Clone(replicas)
+	out := in.rng.IntN(len(target))
+	target[out] = spare[in.rng.IntN(len(spare))]
+	f.partition = p
+	f.detail = fmt.Sprintf("%s-%d %v → %v", in.topic, p, replicas, target)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(in.topic, p, target)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f.start = time.Now()
+	resp, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			return fmt.Errorf("reassign %s-%d: %v %s", r.Topic, r.Partition, r.Err, r.ErrMessage)
+		}
+	}
+	err = in.c.waitFor(120*time.Second, "the reassignment", func() bool {
+		got := in.c.replicasOf(in.topic, p)
+		slices.Sort(got)
+		want := slices.Clone(target)
+		slices.Sort(want)
+		return slices.Equal(got, want)
+	})
+	f.note = fmt.Sprintf("moved in %v", time.Since(f.start).Round(10*time.Millisecond))
+	return err
 }
 
 // rolling restarts every node with SIGTERM, one at a time, each after the
