@@ -104,6 +104,7 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 	for ctx.Err() == nil {
 		fs := cl.PollRecords(ctx, 1000)
 		s := current()
+		_, gen := cl.GroupMetadata()
 		offsets := map[int32]kgo.EpochOffset{}
 		fs.EachRecord(func(r *kgo.Record) {
 			v, err := strconv.Atoi(string(r.Value))
@@ -114,7 +115,7 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 			offsets[r.Partition] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		})
 		if len(offsets) > 0 {
-			w.commit(ctx, cl, id, offsets, func() bool { return current() != s })
+			w.commit(ctx, cl, id, offsets, func(commitGen int32) bool { return current() != s || commitGen != gen })
 		}
 		cl.AllowRebalance()
 	}
@@ -122,16 +123,19 @@ func (w *workload) consume(ctx context.Context, seeds []string, id int) {
 
 // commit commits offsets synchronously and records those the coordinator
 // accepted; stale reports whether the assignment they were polled in has
-// changed since (the commit then went out under a newer generation).
-func (w *workload) commit(ctx context.Context, cl *kgo.Client, id int, offsets map[int32]kgo.EpochOffset, stale func() bool) {
+// changed since: the callbacks ran, or the commit went out under another
+// generation than the poll's (franz-go holds a commit until a join and
+// sync ends, then sends it under the new generation, before the
+// assignment callbacks run under BlockRebalanceOnPoll).
+func (w *workload) commit(ctx context.Context, cl *kgo.Client, id int, offsets map[int32]kgo.EpochOffset, stale func(commitGen int32) bool) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cl.CommitOffsetsSync(cctx, map[string]map[int32]kgo.EpochOffset{w.topic: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil || resp == nil {
+		func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil || resp == nil || req == nil {
 				return
 			}
-			st := stale()
+			st := stale(req.Generation)
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					if p.ErrorCode == 0 {
