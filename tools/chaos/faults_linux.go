@@ -32,6 +32,7 @@ var allFaults = []string{
 	"isolate-coordinator",
 	"disk-full",  // fill the tmpfs data dir of one node, then free it
 	"add-broker", // start one more (broker-only) node; once per run
+	"reassign",   // move one replica of a partition onto a broker without one (a new broker first if none)
 }
 
 // sessionTimeout is broker.session.timeout.ms of brokerConfig;
