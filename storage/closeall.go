@@ -100,10 +100,12 @@ func (l *Log) trimActiveLocked() error {
 	if s == nil {
 		return nil
 	}
-	s.finalTimeEntry()
+	if err := s.finalTimeEntry(); err != nil {
+		return err
+	}
 	s.ix.Lock()
 	defer s.ix.Unlock()
-	if !s.ix.writable {
+	if !s.ix.active {
 		return nil
 	}
 	return s.trimLocked() // dirty index pages stay in the page cache for the syncfs

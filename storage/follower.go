@@ -74,6 +74,10 @@ func (l *Log) appendAsFollowerLocked(b []byte, now int64) (FollowerAppendResult,
 	if err := l.checkFollowerBatches(b, &res); err != nil {
 		return res, err
 	}
+	if err := l.holdActiveLocked(); err != nil {
+		return res, err // nothing was written: not sticky
+	}
+	defer l.releaseActiveLocked()
 	if err := l.assignFollowerEpochsLocked(b); err != nil {
 		return res, err
 	}

@@ -38,13 +38,18 @@ func (l *Log) replaySegment(s *segment, from, to int64) error {
 	end := s.size.Load()
 	pos := int64(0)
 	if from > s.base {
-		p, _, err := s.findBatch(from, end)
+		p, _, err := s.findBatchOpen(from, end)
 		if err != nil {
 			return nil // from is past this segment's data
 		}
 		pos = p
 	}
-	r := newHeaderReader(s.log)
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	defer s.fileDone()
+	r := newHeaderReader(f)
 	defer r.close()
 	for pos < end {
 		h, err := r.header(pos, end)
