@@ -106,10 +106,7 @@ func (l *Log) appendLocked(entries []AppendEntry, opt *AppendOptions, now int64)
 		return err
 	}
 	if first >= 0 && l.epochs.assign(opt.LeaderEpoch, first) {
-		if err := l.epochs.persist(); err != nil {
-			l.setErrLocked(err)
-			return l.mu.err
-		}
+		l.epochs.unsaved.Store(true) // saved before a recovery point covers first
 	}
 	return nil
 }

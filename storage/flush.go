@@ -107,6 +107,9 @@ func (l *Log) writeCheckpoints(rp recoveryPoint, snap []byte) error {
 			removeSnapshotsBelow(l.dir, prev) // keep the previous one as a fallback
 		}
 	}
+	if err := l.epochs.saveIfAssigned(); err != nil { // the epochs of what rp covers
+		return err
+	}
 	if err := writeRecoveryPoint(l.dir, rp); err != nil {
 		return err
 	}

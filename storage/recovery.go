@@ -382,7 +382,7 @@ func (l *Log) recoverSegments(segs []*segment, rp recoveryPoint, haveRP bool) ([
 		} else if err := l.restartSegment(s); err != nil {
 			return nil, 0, err
 		}
-		end, n, bad := l.scanSegment(s, pos, max(next, s.base), true, l.replayBatch)
+		end, n, bad := l.scanSegment(s, pos, max(next, s.base), true, l.recoverBatch)
 		next = n
 		if bad != nil {
 			if err := l.classifyDamage(segs[i:], end, next, bad); err != nil {

@@ -67,6 +67,16 @@ func (l *Log) replaySegment(s *segment, from, to int64) error {
 	return nil
 }
 
+// recoverBatch is replayBatch for a batch that recovery scanned past the
+// recovery point: its leader epoch is assigned again too, since appends do
+// not save the epoch file before a recovery point covers them.
+func (l *Log) recoverBatch(b []byte) {
+	l.replayBatch(b)
+	if l.epochs.assign(leaderEpochOf(b), record.BaseOffset(b)) {
+		l.epochs.unsaved.Store(true)
+	}
+}
+
 // replayBatch applies one batch (or just its header) to the producer state.
 func (l *Log) replayBatch(b []byte) {
 	h, err := record.ParseHeader(b)
