@@ -135,7 +135,12 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		return []*segment{s}, true, syncDir(l.dir)
+		// No directory fsync: an empty log a crash loses is created again
+		// by the next Open, and the first flush to write a recovery
+		// point fsyncs the directory (writeFileAtomic) after the log
+		// file it covers. Here it was most of what creating a partition
+		// cost, and a CreateTopics of thousands paid it thousands of times.
+		return []*segment{s}, true, nil
 	}
 	segs = make([]*segment, 0, len(bases))
 	for _, base := range bases {
