@@ -148,6 +148,10 @@ func scaleClient(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
 		kgo.MetadataMinAge(50 * time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
+		// A new topic's partitions may be unknown for a moment after
+		// CreateTopics returns (Kafka applies the metadata record
+		// asynchronously); the step's timeout bounds the retries.
+		kgo.UnknownTopicRetries(-1),
 	}, opts...)
 	return kgo.NewClient(opts...)
 }
@@ -509,7 +513,9 @@ group.initial.rebalance.delay.ms=0
 	args = append(args, "kafka.Kafka", props)
 	return func() *exec.Cmd {
 		cmd := exec.Command(java, args...)
-		cmd.Stderr = os.Stderr
+		if f, err := os.OpenFile(filepath.Join(dataDir, "kafka.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
+			cmd.Stdout, cmd.Stderr = f, f // left open until the bench exits: one per start
+		}
 		return cmd
 	}, nil
 }
@@ -536,7 +542,8 @@ func (r *PartitionScaleResult) WriteText(w io.Writer) {
 	row("resident memory", mb(r.RSSBytes))
 	row("descriptors / mappings", fmt.Sprintf("%d / %d", r.OpenFDs, r.Mappings))
 	row("idle CPU (cores)", fmt.Sprintf("%.3f", r.IdleCPU))
-	row("full Metadata median (min-max)", fmt.Sprintf("%v (%v-%v)", dur(r.MetadataMedian), dur(r.MetadataMin), dur(r.MetadataMax)))
+	us := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+	row("full Metadata median (min-max)", fmt.Sprintf("%v (%v-%v)", us(r.MetadataMedian), us(r.MetadataMin), us(r.MetadataMax)))
 	row("SIGTERM to exit", dur(r.Shutdown))
 	row("cold start to serving", dur(r.ColdServing))
 	row("cold start to every partition read", dur(r.ColdReadable))
