@@ -323,3 +323,38 @@ func TestConcurrentPartitionsShareFewDescriptors(t *testing.T) {
 		t.Fatalf("%d descriptors open", n)
 	}
 }
+
+// TestReadsBeyondTheDescriptorBudgetFailRetriably: with 2 cached
+// descriptors and Regions in flight on every evicted one, the reads that
+// would need a fifth descriptor fail with ErrTooManyOpenFiles instead of
+// opening it, and succeed again once the lending descriptors are closed.
+func TestReadsBeyondTheDescriptorBudgetFailRetriably(t *testing.T) {
+	boundCaches(t, 2, 1024)
+	cfg := testConfig()
+	cfg.FileDeleteDelayMs = 60_000
+	root := fastTempDir(t)
+	logs := make([]*Log, 6)
+	for i := range logs {
+		logs[i] = mustOpen(t, filepath.Join(root, fmt.Sprint(i)), cfg)
+		defer logs[i].Close()
+		appendOne(t, logs[i], buildBatch(spec(2, 40)))
+		logs[i].SetHighWatermark(logs[i].LogEndOffset())
+	}
+	failed := 0
+	for _, l := range logs {
+		if _, err := l.Read(0, 1<<20, false); err == ErrTooManyOpenFiles {
+			failed++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cached, lending := OpenLogFiles(); failed == 0 || cached > 2 || lending > 2 {
+		t.Fatalf("failed %d, cached %d, lending %d", failed, cached, lending)
+	}
+	for _, l := range logs[:2] { // their logs close: the lent descriptors go
+		l.Close()
+	}
+	if _, err := logs[5].Read(0, 1<<20, false); err != nil {
+		t.Fatalf("read after descriptors were freed: %v", err)
+	}
+}

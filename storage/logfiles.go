@@ -20,10 +20,14 @@ import (
 // never closes one in use and never waits for a user. Besides the cache
 // bound, a descriptor is open while
 //   - a Region of it may still be sent: an evicted descriptor that lent a
-//     Region (Read returned one) is closed file.delete.delay.ms later, through
+//     Region (Read returned one) is closed file.delete.delay.ms after that
+//     Region (at once if that has passed), through
 //     its log's removals, as a deleted segment's files are; under descriptor
-//     pressure (more than maxOpen of those pending) the oldest close earlier,
-//     but never sooner than minLendMs after the eviction;
+//     pressure (maxOpen of those pending) the oldest close earlier, but
+//     never sooner than minLendMs after their last Region. When even that
+//     leaves no room (one fetch spanning more partitions than the budget),
+//     opening fails with ErrTooManyOpenFiles, a retriable error, rather
+//     than take the descriptors sockets need;
 //   - its segment is deleted and its files wait for removal (pinned).
 //
 // Closing a descriptor with unsynced bytes loses nothing: the page cache
@@ -49,10 +53,12 @@ type segFile struct {
 	// Users of f hold the RWMutex shared (segment.file); opening, evicting
 	// and closing hold it exclusively, so f never changes under a user.
 	sync.RWMutex
-	f      atomic.Pointer[os.File]
-	used   atomic.Bool // CLOCK reference bit, set by users
-	lent   atomic.Bool // a Region of f was returned since f was opened
-	cached bool        // in fileCache.ring; guarded by fileCache.mu
+	f    atomic.Pointer[os.File]
+	used atomic.Bool // CLOCK reference bit, set by users
+	// lentMs is when Read last returned a Region of f (Unix ms), 0 if it
+	// never did since f was opened.
+	lentMs atomic.Int64
+	cached bool // in fileCache.ring; guarded by fileCache.mu
 	// pinned: f stays open until the segment is closed (deleted segments
 	// keep serving Regions and readers until their files are removed).
 	// Guarded by the exclusive lock.
@@ -76,9 +82,9 @@ var fileCache struct {
 
 // lentFile is an evicted descriptor whose close is delayed.
 type lentFile struct {
-	f         *os.File
-	evictedMs int64
-	closed    atomic.Bool
+	f      *os.File
+	lentMs int64 // when its last Region was returned
+	closed atomic.Bool
 }
 
 func (e *lentFile) close() {
@@ -111,8 +117,8 @@ func (s *segment) fileDone() { s.fd.RUnlock() }
 // lend notes that a Region of f is handed out: an eviction must then keep
 // f open for a while. The caller holds the descriptor (file).
 func (s *segment) lend() {
-	if !s.fd.lent.Load() {
-		s.fd.lent.Store(true)
+	if now := time.Now().UnixMilli(); s.fd.lentMs.Load() != now {
+		s.fd.lentMs.Store(now)
 	}
 }
 
@@ -130,6 +136,9 @@ func (s *segment) openFile() error {
 		// Renamed: a cleaned segment may have taken its name.
 		return errSegmentDeleted
 	}
+	if !fileBudgetLeft() {
+		return ErrTooManyOpenFiles
+	}
 	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -143,7 +152,7 @@ func (s *segment) openFile() error {
 // it returns once it holds no segment or cache lock.
 func (s *segment) adoptFileLocked(f *os.File) []evicted {
 	s.fd.f.Store(f)
-	s.fd.lent.Store(false)
+	s.fd.lentMs.Store(0)
 	s.fd.used.Store(true)
 	return fileCacheAdd(s)
 }
@@ -200,6 +209,22 @@ func (s *segment) closeFile() error {
 	return nil
 }
 
+// ErrTooManyOpenFiles says a segment's log cannot be opened now: the
+// cache is full and as many evicted descriptors still lend Regions, none
+// for long enough to close early. Opening more would eat into the
+// descriptors left for sockets; the request is retried once some close.
+var ErrTooManyOpenFiles = errors.New("storage: segment descriptors exhausted by Regions in flight; retry")
+
+// fileBudgetLeft reports whether one more descriptor may be opened: the
+// cache has room, or an eviction would leave the lending ones within
+// their bound (so at most 2*maxOpen, plus those in use at once).
+func fileBudgetLeft() bool {
+	fileCache.mu.Lock()
+	defer fileCache.mu.Unlock()
+	relieveLending()
+	return int64(len(fileCache.ring)) < maxOpen.Load() || fileCache.pending.Load() < maxOpen.Load()
+}
+
 // fileCacheAdd records that s opened its descriptor, evicting others while
 // the ring is at its bound, and returns the evicted descriptors. The caller
 // holds s.fd exclusively.
@@ -221,9 +246,9 @@ func fileCacheAdd(s *segment) (out []evicted) {
 
 // evicted is a descriptor taken from its segment by the cache, to close.
 type evicted struct {
-	s    *segment
-	f    *os.File
-	lent bool
+	s      *segment
+	f      *os.File
+	lentMs int64 // segFile.lentMs
 }
 
 // fileCacheRemove drops s from the ring; the caller holds s.fd exclusively.
@@ -266,7 +291,7 @@ func evictFile() (evicted, bool) {
 			fileCache.hand++
 			continue
 		}
-		e := evicted{v, v.fd.f.Swap(nil), v.fd.lent.Load()}
+		e := evicted{v, v.fd.f.Swap(nil), v.fd.lentMs.Load()}
 		removeFileRing(fileCache.hand)
 		v.fd.Unlock()
 		return e, true
@@ -274,34 +299,36 @@ func evictFile() (evicted, bool) {
 	return evicted{}, false
 }
 
-// retire closes evicted descriptors: at once if they never lent a Region,
-// else after their log's file.delete.delay.ms. The caller holds no
-// segment or cache lock.
+// retire closes evicted descriptors: at once unless they lent a Region
+// less than their log's file.delete.delay.ms ago, else when that delay
+// has passed since the Region. The caller holds no segment or cache lock.
 func retire(es []evicted) {
+	now := time.Now().UnixMilli()
 	for _, e := range es {
 		if e.f == nil {
 			continue
 		}
-		delay := time.Duration(0)
+		var delayMs int64
 		if e.s.owner != nil {
-			delay = time.Duration(e.s.owner.deleteDelayMs.Load()) * time.Millisecond
+			delayMs = e.s.owner.deleteDelayMs.Load()
 		}
-		if !e.lent || delay <= 0 {
+		left := e.lentMs + delayMs - now
+		if e.lentMs == 0 || left <= 0 {
 			e.f.Close()
 			continue
 		}
-		lf := &lentFile{f: e.f, evictedMs: time.Now().UnixMilli()}
+		lf := &lentFile{f: e.f, lentMs: e.lentMs}
 		fileCache.mu.Lock()
 		fileCache.pending.Add(1)
 		fileCache.lending = append(fileCache.lending, lf)
 		fileCache.mu.Unlock()
-		e.s.owner.removals.after(delay, lf.close)
+		e.s.owner.removals.after(time.Duration(left)*time.Millisecond, lf.close)
 	}
 }
 
 // relieveLending forgets closed lentFiles at the head of the queue and,
-// while more than maxOpen are still open, closes the oldest ones that have
-// been evicted for minLendMs. fileCache.mu is held.
+// while maxOpen or more are still open, closes the oldest ones whose last
+// Region is minLendMs old. fileCache.mu is held.
 func relieveLending() {
 	now := time.Now().UnixMilli()
 	q := fileCache.lending
@@ -309,7 +336,7 @@ func relieveLending() {
 	for ; i < len(q); i++ {
 		e := q[i]
 		if !e.closed.Load() {
-			if fileCache.pending.Load() <= maxOpen.Load() || now-e.evictedMs < minLendMs {
+			if fileCache.pending.Load() < maxOpen.Load() || now-e.lentMs < minLendMs {
 				break
 			}
 			e.close()
