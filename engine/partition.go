@@ -240,7 +240,7 @@ func (p *Partition) follow(self int32, pi *metadata.PartitionImage) {
 	}
 	due := p.becomeFollowerLocked(self, pi.Leader, pi.LeaderEpoch, pi.Replicas)
 	if pi.Leader >= 0 {
-		p.mu.follower, _ = replication.NewFollower(pi.Leader, pi.LeaderEpoch, p.log)
+		p.mu.follower, _ = replication.NewFetchingFollower(pi.Leader, pi.LeaderEpoch, p.log)
 	}
 	p.mu.Unlock()
 	p.releaseWaiters(due)
