@@ -49,11 +49,18 @@ func serve(args []string) error {
 		return err
 	}
 	sizeStorageCaches(logger)
+	// Signals are caught before the start: a start opens every partition
+	// (tens of seconds at 50,000), and SIGTERM's default action then
+	// killed the process mid-way, leaving every log to a full recovery at
+	// the next start. Now a stop asked for during the start follows it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics, Net: netBackend(cfg.Net), NetLoops: cfg.NetLoops})
 	if err != nil {
 		return err
 	}
-	return waitAndStop(srv, logger)
+	return waitAndStop(srv, sig, logger)
 }
 
 // loadConfig layers: embedded defaults, then the SLUICE_NET environment
@@ -128,9 +135,7 @@ func netBackend(v string) string {
 
 // waitAndStop serves until SIGINT/SIGTERM, then stops accepting, finishes
 // in-flight requests, flushes and marks a clean shutdown.
-func waitAndStop(srv *server.Server, logger *slog.Logger) error {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+func waitAndStop(srv *server.Server, sig chan os.Signal, logger *slog.Logger) error {
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
