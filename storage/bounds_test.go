@@ -358,3 +358,50 @@ func TestReadsBeyondTheDescriptorBudgetFailRetriably(t *testing.T) {
 		t.Fatalf("read after descriptors were freed: %v", err)
 	}
 }
+
+// TestIdleCleanRestartLeavesIndexesAlone: reopening a cleanly closed log
+// maps no index, replays nothing (its producer snapshot is at the recovery
+// point), and closing it again without appends neither maps, trims nor
+// rewrites its index files; before, every restart of thousands of idle
+// partitions grew and cut back two 10 MiB files each.
+func TestIdleCleanRestartLeavesIndexesAlone(t *testing.T) {
+	dir := filepath.Join(fastTempDir(t), "p")
+	cfg := testConfig()
+	l := mustOpen(t, dir, cfg)
+	appendN(t, l, 3, 2, 40)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{filepath.Join(dir, segmentName(0, indexSuffix)), filepath.Join(dir, segmentName(0, timeIndexSuffix))}
+	before := make([]os.FileInfo, len(paths))
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[i] = st
+	}
+	time.Sleep(20 * time.Millisecond) // a rewrite would show in the mtime
+	l = mustOpen(t, dir, cfg)
+	if l.mu.active.ix.mapped {
+		t.Fatal("clean open mapped the active indexes")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != before[i].Size() || !st.ModTime().Equal(before[i].ModTime()) {
+			t.Fatalf("%s rewritten by an idle restart: %d bytes at %v, was %d at %v", p, st.Size(), st.ModTime(), before[i].Size(), before[i].ModTime())
+		}
+	}
+	l = mustOpen(t, dir, cfg) // still serves what it held
+	defer l.Close()
+	l.SetHighWatermark(l.LogEndOffset())
+	if got := len(readAll(t, l, false)); got != 3 {
+		t.Fatalf("read %d batches after two restarts, want 3", got)
+	}
+}

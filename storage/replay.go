@@ -22,6 +22,12 @@ func (l *Log) replayProducers(segs []*segment, to int64) error {
 	if from < 0 {
 		from = segs[0].base
 	}
+	if from >= to {
+		// The snapshot is at the point itself (every clean close writes
+		// one): nothing to replay, and no segment to open or map, which
+		// at thousands of partitions was most of a clean start.
+		return nil
+	}
 	for i, s := range segs {
 		if s.base >= to || (i+1 < len(segs) && segs[i+1].base <= from) {
 			continue

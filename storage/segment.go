@@ -93,6 +93,11 @@ type segIndex struct {
 	// Invariant: writable => active.
 	active         bool
 	offCap, timCap int64
+	// exact: the index files are as a clean close left them, trimmed to
+	// their entries with the final time entry added and synced: an idle
+	// partition's next close need not map, trim or sync them again. Set
+	// by activateKnown, cleared by mapping them writable.
+	exact bool
 	// pinned: never evicted: a writer fills the mapping without holding
 	// the lock (recovery, truncation, a cleaner output), or it is
 	// heap-backed (tests).
@@ -244,7 +249,7 @@ func (s *segment) activateKnown(cfg Config) {
 	s.ix.timCap = max(cfg.timeIndexCap(), roundUp(timSize, timeEntrySize))
 	s.ix.off.truncate(offSize / offsetEntrySize)
 	s.ix.tim.truncate(timSize / timeEntrySize)
-	s.ix.active = true
+	s.ix.active, s.ix.exact = true, true
 }
 
 // remapLocked maps an active segment's unmapped indexes again at their
@@ -265,7 +270,7 @@ func (s *segment) remapLocked() error {
 		return err
 	}
 	s.ix.off.buf, s.ix.tim.buf = offBuf, timBuf
-	s.ix.mapped, s.ix.writable = true, true
+	s.ix.mapped, s.ix.writable, s.ix.exact = true, true, false // mapFile grew them
 	return nil
 }
 
@@ -415,6 +420,9 @@ func (s *segment) seal() error {
 	if !s.ix.active {
 		return nil
 	}
+	if s.ix.exact {
+		return s.trimLocked() // nothing to cut or sync
+	}
 	return errors.Join(s.trimLocked(),
 		syncPath(s.path(indexSuffix)),
 		syncPath(s.path(timeIndexSuffix)))
@@ -426,9 +434,13 @@ func (s *segment) seal() error {
 func (s *segment) trimLocked() error {
 	offLen := s.ix.off.n.Load() * offsetEntrySize
 	timLen := s.ix.tim.n.Load() * timeEntrySize
+	exact := s.ix.exact
 	cacheRemove(s)
-	s.ix.active = false
+	s.ix.active, s.ix.exact = false, false
 	s.unmapLocked()
+	if exact {
+		return nil
+	}
 	return errors.Join(
 		truncatePath(s.path(indexSuffix), offLen),
 		truncatePath(s.path(timeIndexSuffix), timLen))
@@ -552,7 +564,7 @@ func (s *segment) finalTimeEntry() error {
 	}
 	s.ix.Lock()
 	defer s.ix.Unlock()
-	if !s.ix.active {
+	if !s.ix.active || s.ix.exact { // exact: the clean close added it
 		return nil
 	}
 	if !s.ix.pinned {
