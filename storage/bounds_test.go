@@ -89,7 +89,8 @@ func countFrom(m map[int64]byte, start int64) int {
 // TestManyPartitionsWithEightDescriptorsStayCorrect runs 40 partitions of
 // several segments each with at most 8 cached .log descriptors and 4 mapped
 // segments: appends, reads, retention, truncation, a clean restart and a
-// crash restart all see the right batches, and neither bound is exceeded.
+// crash restart all see the right batches, and neither bound is exceeded
+// by more than the users of the moment.
 func TestManyPartitionsWithEightDescriptorsStayCorrect(t *testing.T) {
 	boundCaches(t, 8, 4)
 	cfg := testConfig() // file.delete.delay.ms 0: no descriptor outlives eviction
@@ -103,12 +104,16 @@ func TestManyPartitionsWithEightDescriptorsStayCorrect(t *testing.T) {
 		logs[p] = mustOpen(t, filepath.Join(root, fmt.Sprintf("t-%d", p)), cfg)
 		want[p] = map[int64]byte{}
 	}
+	// Eviction skips what is in use, so the bounds may be exceeded by
+	// the users at the moment: the appender, and the flush a roll starts
+	// in the background.
+	const inUse = 2
 	checkBounds := func(stage string) {
 		t.Helper()
-		if n := openSegmentFiles(t, root); n > 8 {
+		if n := openSegmentFiles(t, root); n > 8+inUse {
 			t.Fatalf("%s: %d .log descriptors open", stage, n)
 		}
-		if n := mappedSegments(logs); n > 4 {
+		if n := mappedSegments(logs); n > 4+inUse {
 			t.Fatalf("%s: %d segments mapped", stage, n)
 		}
 	}

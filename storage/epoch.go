@@ -29,7 +29,11 @@ type epochCache struct {
 	// recovery point again, as Kafka's does. Set after an assign, cleared
 	// before a save.
 	unsaved atomic.Bool
-	mu      struct {
+	// saveMu serialises writes of the file: flushes save it under
+	// flushMu, truncation and retention under Log.mu, and two writers
+	// would race on its temporary file.
+	saveMu sync.Mutex
+	mu     struct {
 		sync.RWMutex
 		// entries is sorted with strictly increasing epoch and
 		// non-decreasing start.
@@ -148,6 +152,8 @@ func (c *epochCache) snapshot() [][]int64 {
 }
 
 func (c *epochCache) persist() error {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
 	c.unsaved.Store(false)
 	err := writeFileAtomic(c.dir, epochFile, formatCheckpoint(c.snapshot()))
 	if err != nil {
