@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,12 +15,13 @@ import (
 // kafkaGo drives segmentio/kafka-go: Writer and Reader for data, Client for
 // admin requests. kafka-go has no idempotent producer.
 type kafkaGo struct {
-	addr   string
+	addrs  []string
 	client *kafka.Client
 }
 
 func newKafkaGo(bootstrap string) *kafkaGo {
-	return &kafkaGo{addr: bootstrap, client: &kafka.Client{Addr: kafka.TCP(bootstrap), Timeout: 20 * time.Second}}
+	addrs := strings.Split(bootstrap, ",")
+	return &kafkaGo{addrs: addrs, client: &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 20 * time.Second}}
 }
 
 func (k *kafkaGo) version() string {
@@ -44,6 +46,46 @@ func (k *kafkaGo) createTopics(ctx context.Context, topics []string, partitions 
 		}
 	}
 	return nil
+}
+
+func (k *kafkaGo) createReplicated(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
+	tc := kafka.TopicConfig{Topic: topic, NumPartitions: int(partitions), ReplicationFactor: int(rf)}
+	for k, v := range configs {
+		tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
+	}
+	resp, err := k.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+	if err != nil {
+		return err
+	}
+	return resp.Errors[topic]
+}
+
+func (k *kafkaGo) replicas(ctx context.Context, topic string) ([]partitionInfo, error) {
+	md, err := k.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, t.Error
+		}
+		var out []partitionInfo
+		for _, p := range t.Partitions {
+			pi := partitionInfo{partition: int32(p.ID), leader: int32(p.Leader.ID)}
+			for _, r := range p.Replicas {
+				pi.replicas = append(pi.replicas, int32(r.ID))
+			}
+			for _, r := range p.Isr {
+				pi.isr = append(pi.isr, int32(r.ID))
+			}
+			out = append(out, pi)
+		}
+		return out, nil
+	}
+	return nil, errors.New("topic not in metadata")
 }
 
 func (k *kafkaGo) partitionCount(ctx context.Context, topic string) (int, error) {
@@ -80,7 +122,7 @@ func (k *kafkaGo) produce(ctx context.Context, topic, codec string, idempotent b
 	var mu sync.Mutex
 	placed := map[string][2]int64{}
 	w := &kafka.Writer{
-		Addr:         kafka.TCP(k.addr),
+		Addr:         kafka.TCP(k.addrs...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
@@ -141,7 +183,7 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 	var wg sync.WaitGroup
 	for p := 0; p < parts; p++ {
 		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: []string{k.addr}, Topic: topic, Partition: p,
+			Brokers: k.addrs, Topic: topic, Partition: p,
 			MaxWait: 200 * time.Millisecond,
 		})
 		wg.Add(1)
@@ -189,7 +231,7 @@ func (k *kafkaGo) strategies() []string { return []string{"eager"} }
 func (k *kafkaGo) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
-		Brokers:           []string{k.addr},
+		Brokers:           k.addrs,
 		GroupID:           group,
 		Topic:             topic,
 		StartOffset:       kafka.FirstOffset,
