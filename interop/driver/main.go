@@ -56,7 +56,7 @@ func parseFlags() options {
 	var only string
 	flag.StringVar(&o.root, "root", ".", "repository root")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary (default: go build ./cmd/sluice)")
-	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all; \"cluster\": every cluster-* one)")
 	flag.StringVar(&o.out, "out", filepath.Join("bin", "COMPATIBILITY.md"), "matrix to write, relative to -root (empty: none; COMPATIBILITY.md updates the tracked one)")
 	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
 	flag.StringVar(&o.logLevel, "broker-log-level", "info", "the broker's --log-level")
@@ -214,7 +214,7 @@ func selectScenarios(all []scenario, only map[string]bool) []scenario {
 	}
 	var out []scenario
 	for _, sc := range all {
-		if only[sc.id] {
+		if only[sc.id] || (only["cluster"] && strings.HasPrefix(sc.id, "cluster-")) {
 			out = append(out, sc)
 		}
 	}

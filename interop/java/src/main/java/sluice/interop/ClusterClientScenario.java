@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.admin.Admin;
@@ -25,6 +26,7 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
@@ -126,7 +128,18 @@ public final class ClusterClientScenario {
             long deadline = System.currentTimeMillis() + 30000;
             String last = "";
             while (System.currentTimeMillis() < deadline) {
-                TopicDescription d = a.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
+                TopicDescription d;
+                try {
+                    d = a.describeTopics(List.of(topic)).allTopicNames().get(10, TimeUnit.SECONDS).get(topic);
+                } catch (ExecutionException e) {
+                    // The broker that answered has not applied the controller's record yet.
+                    if (!(e.getCause() instanceof UnknownTopicOrPartitionException)) {
+                        throw e;
+                    }
+                    last = e.getCause().toString();
+                    Thread.sleep(200);
+                    continue;
+                }
                 Set<Integer> leaders = new HashSet<>();
                 boolean ok = d.partitions().size() == PARTITIONS;
                 for (TopicPartitionInfo p : d.partitions()) {
