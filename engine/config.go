@@ -56,6 +56,7 @@ type Config struct {
 	ControllerListen              string        // host:port of the controller listener in listeners
 	InterBrokerListenerName       string        // inter.broker.listener.name
 	BrokerRack                    string        // broker.rack; "" when unset
+	ReplicaSelectorClass          string        // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
 	DefaultReplicationFactor      int32         // default.replication.factor
 	MinInsyncReplicas             int32         // min.insync.replicas
 	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
@@ -66,6 +67,14 @@ type Config struct {
 	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
+
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, bytes/s (math.MaxInt64: no
+	// throttle). Usually set dynamically; read them through
+	// Broker.ReplicationThrottles.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
@@ -247,6 +256,10 @@ func setListeners(c *Config, v string) error {
 			c.ControllerListen = addr
 		}
 	}
+	if c.ControllerListen != "" && !strings.Contains(v, "PLAINTEXT://") {
+		c.Listen = "" // a controller-only node; a broker is refused at start
+		return nil
+	}
 	return setListener(&c.Listen, v)
 }
 
@@ -255,7 +268,7 @@ func listenersString(c *Config) string {
 	if c.ControllerListen != "" {
 		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
 	}
-	return s
+	return strings.TrimPrefix(s, ",")
 }
 
 func setListener(dst *string, v string) error {
