@@ -53,11 +53,15 @@ func TestCoordinatorShutdownKeepsNewGroup(t *testing.T) {
 	if err := c.Node(coord.NodeID).Stop(); err != nil {
 		t.Fatalf("node %d: SIGTERM: %v", coord.NodeID, err)
 	}
+	// committed sums the group's offsets; the admin client may first try
+	// the stopped node it knew as coordinator.
 	committed := func() int64 {
-		offs, err := adm.FetchOffsets(ctxT(t, 10*time.Second), "kept-group")
-		if err != nil {
-			t.Fatalf("OffsetFetch after node %d stopped: %v", coord.NodeID, err)
-		}
+		var offs kadm.OffsetResponses
+		var err error
+		c.WaitFor(20*time.Second, "OffsetFetch from the new coordinator", func() bool {
+			offs, err = adm.FetchOffsets(ctxT(t, 5*time.Second), "kept-group")
+			return err == nil
+		})
 		var sum int64
 		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
 		return sum

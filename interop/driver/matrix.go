@@ -211,7 +211,9 @@ func clusterMatrix() []scenario {
 			argv:    javaArgv("sluice.interop.ClusterCliScenario"),
 			timeout: 3 * time.Minute,
 			caps: []string{"kafka-topics describe", "broker-api-versions", "cluster-id",
-				"metadata-quorum status", "metadata-quorum replication", "leader-election preferred", "restart"},
+				"metadata-quorum status", "metadata-quorum replication", "leader-election preferred", "restart",
+				"reassign-partitions generate", "reassign-partitions execute", "reassign-partitions verify",
+				"reassign-partitions clear throttles"},
 		},
 		{
 			id: "cluster-dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",

@@ -8,9 +8,24 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Properties;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.internals.AppInfoParser;
 
 /**
@@ -18,11 +33,16 @@ import org.apache.kafka.common.utils.internals.AppInfoParser;
  * output parsed: kafka-topics --describe (leaders, replicas, ISR of an RF=3 topic),
  * kafka-broker-api-versions, kafka-cluster cluster-id, kafka-metadata-quorum describe --status
  * and --replication, and kafka-leader-election --election-type preferred after the driver
- * restarted a broker (so that leaderships had moved off their preferred replicas).
+ * restarted a broker (so that leaderships had moved off their preferred replicas), and
+ * kafka-reassign-partitions --generate, --execute and --verify moving one replica of every
+ * partition of an RF=2 topic onto the third broker.
  */
 public final class ClusterCliScenario {
     static final String TOPICS = "org.apache.kafka.tools.TopicCommand";
     static final String TOPIC = "cluster-cli";
+    static final String REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    static final String MOVED = "cluster-cli-move";
+    static final int MOVED_RECORDS = 60;
     static final Set<Integer> NODES = Set.of(1, 2, 3);
 
     final Report rep = new Report();
@@ -211,6 +231,144 @@ public final class ClusterCliScenario {
                 Thread.sleep(500);
             }
         });
+        reassign();
+    }
+
+    static final Pattern PLAN_PART = Pattern.compile("\\{\"topic\":\"([^\"]+)\",\"partition\":(\\d+),\"replicas\":\\[([\\d,]*)\\]");
+
+    /** partition → replicas of one reassignment JSON document. */
+    static Map<Integer, List<Integer>> plan(String json) {
+        Map<Integer, List<Integer>> out = new TreeMap<>();
+        Matcher m = PLAN_PART.matcher(json);
+        while (m.find()) {
+            out.put(Integer.parseInt(m.group(2)), ints(m.group(3)));
+        }
+        return out;
+    }
+
+    static String planJson(Map<Integer, List<Integer>> plan) {
+        StringBuilder sb = new StringBuilder("{\"version\":1,\"partitions\":[");
+        for (var e : plan.entrySet()) {
+            if (sb.charAt(sb.length() - 1) == '}') {
+                sb.append(',');
+            }
+            sb.append("{\"topic\":\"").append(MOVED).append("\",\"partition\":").append(e.getKey())
+                    .append(",\"replicas\":").append(e.getValue().toString().replace(" ", "")).append('}');
+        }
+        return sb.append("]}").toString();
+    }
+
+    /** kafka-reassign-partitions: generate a plan, move one replica of each partition, verify. */
+    void reassign() throws Exception {
+        Path work = Path.of(System.getenv().getOrDefault("INTEROP_WORK", "/tmp"));
+        Map<Integer, List<Integer>> target = new TreeMap<>();
+        Path planFile = work.resolve("cluster-cli-reassign.json");
+        boolean generated = rep.check("reassign-partitions generate", () -> {
+            Tool.run(TOPICS, null, 60, "--bootstrap-server", bootstrap, "--create", "--topic", MOVED,
+                    "--partitions", "3", "--replication-factor", "2").ok();
+            Properties pp = new Properties();
+            pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            pp.put(ProducerConfig.ACKS_CONFIG, "all");
+            pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+            try (KafkaProducer<String, String> pr = new KafkaProducer<>(pp)) {
+                for (int i = 0; i < MOVED_RECORDS; i++) {
+                    pr.send(new ProducerRecord<>(MOVED, i % 3, "k" + i, "v" + i));
+                }
+                pr.flush();
+            }
+            Path topics = work.resolve("cluster-cli-topics.json");
+            Files.writeString(topics, "{\"version\":1,\"topics\":[{\"topic\":\"" + MOVED + "\"}]}");
+            Tool t = Tool.run(REASSIGN, null, 60, "--bootstrap-server", bootstrap, "--generate",
+                    "--topics-to-move-json-file", topics.toString(), "--broker-list", "1,2,3").ok();
+            String[] parts = t.out.split("Proposed partition reassignment configuration");
+            if (parts.length != 2) {
+                throw new AssertionError(t.failure("printed no proposed reassignment"));
+            }
+            Map<Integer, List<Integer>> current = plan(parts[0]);
+            Map<Integer, List<Integer>> proposed = plan(parts[1]);
+            for (Map<Integer, List<Integer>> pl : List.of(current, proposed)) {
+                if (pl.size() != 3 || !pl.values().stream().allMatch(r -> r.size() == 2 && new HashSet<>(r).size() == 2
+                        && NODES.containsAll(r))) {
+                    throw new AssertionError(t.failure("want 3 partitions of 2 distinct replicas among brokers 1-3 in both plans"));
+                }
+            }
+            // Our own target moves one replica of each partition onto the broker that has none.
+            for (var e : current.entrySet()) {
+                int spare = NODES.stream().filter(n -> !e.getValue().contains(n)).findFirst().orElseThrow();
+                target.put(e.getKey(), List.of(spare, e.getValue().get(0)));
+            }
+            Files.writeString(planFile, planJson(target));
+            return "--generate --broker-list 1,2,3: current " + current + ", proposed " + proposed;
+        });
+        if (!generated) {
+            return;
+        }
+        boolean executed = rep.check("reassign-partitions execute", () -> {
+            Tool t = Tool.run(REASSIGN, null, 60, "--bootstrap-server", bootstrap, "--execute",
+                    "--reassignment-json-file", planFile.toString()).ok();
+            if (!t.out.contains("Successfully started partition reassignments for")) {
+                throw new AssertionError(t.failure("did not start the reassignments"));
+            }
+            return "--execute " + target + " (one replica of each partition onto the broker without one)";
+        });
+        if (!executed) {
+            return;
+        }
+        Tool[] lastVerify = {null};
+        rep.check("reassign-partitions verify", () -> {
+            long deadline = System.currentTimeMillis() + 60000;
+            while (true) {
+                Tool t = Tool.run(REASSIGN, null, 60, "--bootstrap-server", bootstrap, "--verify",
+                        "--reassignment-json-file", planFile.toString());
+                lastVerify[0] = t;
+                int done = count(t.out, "Reassignment of partition " + MOVED + "-\\d+ is completed\\.");
+                if (done == target.size()) {
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new AssertionError(t.failure(done + " of " + target.size() + " reassignments completed after 60s"));
+                }
+                Thread.sleep(1000);
+            }
+            List<Part> moved = describe().stream().filter(p -> p.topic.equals(MOVED)).toList();
+            for (Part p : moved) {
+                if (!p.replicas.equals(target.get(p.partition)) || !p.inSync()) {
+                    throw new AssertionError("after --verify: " + moved + ", want replicas " + target);
+                }
+            }
+            Properties cp = new Properties();
+            cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+            Map<String, Integer> got = new HashMap<>();
+            try (KafkaConsumer<String, String> c = new KafkaConsumer<>(cp)) {
+                List<TopicPartition> tps = List.of(new TopicPartition(MOVED, 0), new TopicPartition(MOVED, 1), new TopicPartition(MOVED, 2));
+                c.assign(tps);
+                c.seekToBeginning(tps);
+                long end = System.currentTimeMillis() + 20000;
+                while (got.size() < MOVED_RECORDS && System.currentTimeMillis() < end) {
+                    c.poll(Duration.ofMillis(200)).forEach(r -> got.merge(r.value(), 1, Integer::sum));
+                }
+            }
+            if (got.size() != MOVED_RECORDS || got.values().stream().anyMatch(n -> n != 1)) {
+                throw new AssertionError("read back " + got.size() + " distinct of " + MOVED_RECORDS + " records after the move");
+            }
+            return "every reassignment completed; --describe shows the new replicas " + target + ", all in the ISR;"
+                    + " the " + MOVED_RECORDS + " records produced before the move read back once each";
+        });
+        Tool v = lastVerify[0];
+        if (v == null) {
+            return;
+        }
+        if (v.exit == 0) {
+            rep.pass("reassign-partitions clear throttles", "--verify cleared the broker- and topic-level throttle configs");
+        } else if (v.err.contains("Cannot update these configs dynamically")) {
+            rep.gap("reassign-partitions clear throttles", "--verify then clears the broker-level throttles"
+                    + " (IncrementalAlterConfigs on BROKER resources) and exits 1: " + v.errorLines());
+        } else {
+            rep.fail("reassign-partitions clear throttles", v.failure("exited " + v.exit));
+        }
     }
 
     static int count(String s, String regex) {
