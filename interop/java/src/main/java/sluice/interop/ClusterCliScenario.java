@@ -363,9 +363,10 @@ public final class ClusterCliScenario {
         }
         if (v.exit == 0) {
             rep.pass("reassign-partitions clear throttles", "--verify cleared the broker- and topic-level throttle configs");
-        } else if (v.err.contains("Cannot update these configs dynamically")) {
-            rep.gap("reassign-partitions clear throttles", "--verify then clears the broker-level throttles"
-                    + " (IncrementalAlterConfigs on BROKER resources) and exits 1: " + v.errorLines());
+        } else if ((v.out + v.err).contains("Cannot update these configs dynamically")) {
+            String why = (v.out + v.err).replaceAll("(?s).*?(Cannot update these configs dynamically[^\n]*).*", "$1");
+            rep.gap("reassign-partitions clear throttles", "--verify then clears the broker-level throttle configs"
+                    + " (IncrementalAlterConfigs on BROKER resources) and exits 1: " + why);
         } else {
             rep.fail("reassign-partitions clear throttles", v.failure("exited " + v.exit));
         }
