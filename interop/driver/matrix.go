@@ -185,7 +185,7 @@ func clusterMatrix() []scenario {
 			id: "cluster-kafkajs", client: "KafkaJS", version: "2.2.4",
 			table: tableClusterClients, dir: "interop/node",
 			argv:    []string{"node", "scenario.js", "cluster"},
-			timeout: 2 * time.Minute, caps: clusterClientCaps,
+			timeout: 3 * time.Minute, caps: clusterClientCaps, // its consumer restarts itself (~1 min)
 		},
 		{
 			id: "cluster-sarama", client: "IBM/sarama", version: "v1.61.1",

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -128,6 +131,12 @@ func (k *kafkaGo) produce(ctx context.Context, topic, codec string, idempotent b
 		RequiredAcks: kafka.RequireAll,
 		Compression:  kafkaGoCodec(codec),
 		BatchTimeout: 10 * time.Millisecond,
+		// The Writer learns of a moved leader only from its transport's
+		// metadata refresh (every 6 s), not from a failed write: retry for
+		// longer than that, so a write to a broker that stopped gets
+		// through to the new leader.
+		MaxAttempts:     20,
+		WriteBackoffMax: time.Second,
 		Completion: func(msgs []kafka.Message, err error) {
 			if err != nil {
 				return
@@ -222,7 +231,14 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 	return out, nil
 }
 
-type kafkaGoMember struct{ r *kafka.Reader }
+type kafkaGoMember struct {
+	r *kafka.Reader
+	// retried is, per partition, the last offset whose commit went through
+	// only on a retry after the coordinator's connection was lost: the
+	// rejoined generation may have fetched from the older committed offset
+	// already, and delivers that record again.
+	retried map[int]int64
+}
 
 // strategies: kafka-go's balancers (range, round-robin, rack affinity) are
 // all eager.
@@ -248,7 +264,24 @@ func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
 		if err != nil {
 			return err
 		}
-		if err := m.r.CommitMessages(ctx, msg); err != nil {
+		if last, ok := m.retried[msg.Partition]; ok && msg.Offset <= last {
+			logf("kafka-go: %d@%d again after its commit was retried; skipped", msg.Partition, msg.Offset)
+			continue
+		}
+		err = m.r.CommitMessages(ctx, msg)
+		for err != nil && connectionLost(err) && ctx.Err() == nil {
+			// The coordinator went away (a broker stopping): kafka-go
+			// rejoins through the new one; commit again there.
+			logf("kafka-go: commit of %d@%d: %v; again", msg.Partition, msg.Offset, err)
+			time.Sleep(200 * time.Millisecond)
+			if err = m.r.CommitMessages(ctx, msg); err == nil {
+				if m.retried == nil {
+					m.retried = map[int]int64{}
+				}
+				m.retried[msg.Partition] = msg.Offset
+			}
+		}
+		if err != nil {
 			if rebalancing(err) {
 				// The group moved on; the next generation resumes from
 				// the last committed offset, so this record comes again.
@@ -262,6 +295,14 @@ func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
 }
 
 func (m *kafkaGoMember) close() error { return m.r.Close() }
+
+// connectionLost reports whether err is the coordinator's connection
+// failing rather than an answer from it.
+func connectionLost(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
 
 func (k *kafkaGo) listOffsets(ctx context.Context, topic string) (map[int32]int64, map[int32]int64, error) {
 	parts, err := k.partitionCount(ctx, topic)
