@@ -43,6 +43,7 @@ public final class ClusterCliScenario {
     static final String REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
     static final String MOVED = "cluster-cli-move";
     static final int MOVED_RECORDS = 60;
+    static final String THROTTLE = "50000000"; // B/s: high enough not to slow the move
     static final Set<Integer> NODES = Set.of(1, 2, 3);
 
     final Report rep = new Report();
@@ -306,11 +307,15 @@ public final class ClusterCliScenario {
         }
         boolean executed = rep.check("reassign-partitions execute", () -> {
             Tool t = Tool.run(REASSIGN, null, 60, "--bootstrap-server", bootstrap, "--execute",
-                    "--reassignment-json-file", planFile.toString()).ok();
+                    "--reassignment-json-file", planFile.toString(), "--throttle", THROTTLE).ok();
             if (!t.out.contains("Successfully started partition reassignments for")) {
                 throw new AssertionError(t.failure("did not start the reassignments"));
             }
-            return "--execute " + target + " (one replica of each partition onto the broker without one)";
+            if (!t.out.contains("The inter-broker throttle limit was set to " + THROTTLE + " B/s")) {
+                throw new AssertionError(t.failure("did not set the inter-broker throttle"));
+            }
+            return "--execute --throttle " + THROTTLE + " " + target + " (one replica of each partition onto the broker"
+                    + " without one; the throttle rates set as dynamic broker configs)";
         });
         if (!executed) {
             return;
@@ -362,7 +367,13 @@ public final class ClusterCliScenario {
             return;
         }
         if (v.exit == 0) {
-            rep.pass("reassign-partitions clear throttles", "--verify cleared the broker- and topic-level throttle configs");
+            if (!v.out.contains("Clearing broker-level throttles on brokers 1,2,3")
+                    || !v.out.contains("Clearing topic-level throttles on topic " + MOVED)) {
+                rep.fail("reassign-partitions clear throttles", v.failure("did not clear the throttles"));
+                return;
+            }
+            rep.pass("reassign-partitions clear throttles", "--verify cleared the broker-level throttle rates on"
+                    + " brokers 1,2,3 and the topic's throttled-replicas lists");
         } else if ((v.out + v.err).contains("Cannot update these configs dynamically")) {
             String why = (v.out + v.err).replaceAll("(?s).*?(Cannot update these configs dynamically[^\n]*).*", "$1");
             rep.gap("reassign-partitions clear throttles", "--verify then clears the broker-level throttle configs"
