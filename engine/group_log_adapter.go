@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
 	"github.com/sluice-broker/sluice/record"
@@ -21,19 +22,16 @@ import (
 // __consumer_offsets.
 type groupLog struct{ p *Partition }
 
-// Append writes one batch through the partition and returns once the
-// high watermark covers it: every in-sync follower has it, so a new
-// leader elected from the ISR keeps it. (It used to return after the
-// local append, so a coordinator cut off from its followers acknowledged
-// commits that the next leader never had, and committed offsets went
-// backwards: found by tools/chaos's isolate-coordinator,
-// TestOffsetsAppendWaitsForInSyncReplicas.) min.insync.replicas is not
-// applied: an offsets topic of fewer replicas than the broker's default
-// (offsets.topic.replication.factor is 1 here) keeps working, and an ISR
-// of the leader alone can only be one the controller committed. Waiting
-// longer than offsetsCommitTimeout, or losing the leadership meanwhile,
-// is an error: the coordinator answers NOT_COORDINATOR and changes
-// nothing in memory; the record may still become committed, as in Kafka.
+// groupWriteTimeout bounds how long a coordinator write waits for the ISR
+// (Kafka's offsets.commit.timeout.ms default).
+const groupWriteTimeout = 5 * time.Second
+
+// Append writes one batch through the partition and returns once the high
+// watermark covers it: every in-sync replica has it, as Kafka's
+// coordinator writes with acks=all. Answering after the leader's append
+// alone lost a group's membership and offsets when its leadership moved
+// before the followers had fetched them (a controlled shutdown right after
+// the group formed). On a single node the watermark moves with the append.
 func (l groupLog) Append(batch []byte) (int64, error) {
 	res, err := l.p.appendInternal(batch, 0)
 	if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrRecordListTooLarge) {
@@ -42,34 +40,46 @@ func (l groupLog) Append(batch []byte) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
-	if err := l.awaitReplicated(res.LastOffset+1, offsetsCommitTimeout); err != nil {
+	if err := l.awaitReplicated(res.LastOffset + 1); err != nil {
 		return -1, err
 	}
 	return res.FirstOffset, nil
 }
 
-// offsetsCommitTimeout bounds how long a coordinator's write waits for
-// the in-sync replicas: Kafka's offsets.commit.timeout.ms default.
-const offsetsCommitTimeout = 5 * time.Second
+// writesGroupLog reports whether requests of an API may write to
+// __consumer_offsets (and so, in a cluster, wait in Append for followers
+// to fetch). A cluster serves them off the network loop: handlers run on
+// it inline, and a follower's Fetch on the same loop, which is what moves
+// the high watermark, would wait behind the blocked write until it timed
+// out.
+func writesGroupLog(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
+		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit:
+		return true
+	}
+	return false
+}
 
-// awaitReplicated waits until the partition's high watermark reaches end.
-func (l groupLog) awaitReplicated(end int64, timeout time.Duration) error {
-	done := make(chan int16, 1) // the callback never blocks, even after a timeout
+// awaitReplicated waits until the high watermark reaches end.
+func (l groupLog) awaitReplicated(end int64) error {
+	done := make(chan int16, 1) // the waiter may answer after a timeout
 	code, waiting := l.p.awaitHighWatermark(end, func(code int16) { done <- code })
 	if waiting {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
 		select {
 		case code = <-done:
-		case <-t.C:
-			return fmt.Errorf("%s-%d: not replicated to the ISR within %v: %w", offsetsTopic, l.p.Index, timeout, kerr.RequestTimedOut)
+		case <-time.After(groupWriteTimeout):
+			return fmt.Errorf("__consumer_offsets-%d: not replicated within %v", l.p.Index, groupWriteTimeout)
 		}
 	}
-	// NOT_ENOUGH_REPLICAS_AFTER_APPEND says the watermark passed the
-	// batch with an ISR below min.insync.replicas, which Append does not
-	// apply (see there).
+	// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the watermark passed the batch,
+	// so every in-sync replica has it, but the ISR is below
+	// min.insync.replicas. Not applied here: an offsets topic of fewer
+	// replicas than the broker default (offsets.topic.replication.factor
+	// is 1 by default) would refuse every commit (TestReassignment,
+	// TestOffsetsAppendWaitsForInSyncReplicas).
 	if code != 0 && code != kerr.NotEnoughReplicasAfterAppend.Code {
-		return fmt.Errorf("%s-%d: %w", offsetsTopic, l.p.Index, kerr.ErrorForCode(code))
+		return fmt.Errorf("__consumer_offsets-%d: %w", l.p.Index, kerr.ErrorForCode(code))
 	}
 	return nil
 }

@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // TestOffsetsAppendWaitsForInSyncReplicas is the chaos harness's first
@@ -47,11 +44,6 @@ func TestOffsetsAppendWaitsForInSyncReplicas(t *testing.T) {
 	}
 	leadWith(p, 3, 1, 2)
 
-	// A follower that never fetches: the write fails after the timeout,
-	// and the coordinator answers an error rather than success.
-	if err := (groupLog{p}).awaitReplicated(p.LogEndOffset()+1, 10*time.Millisecond); !errors.Is(err, kerr.RequestTimedOut) {
-		t.Fatalf("waiting for an offset no follower has: %v", err)
-	}
 }
 
 // waitUntil polls cond for up to 10 s.
