@@ -28,24 +28,24 @@ const (
 // Config is one load-generator run. The zero value is not valid; start from
 // DefaultConfig.
 type Config struct {
-	Brokers     []string      `json:"brokers"`
-	Topic       string        `json:"topic"`
-	Partitions  int           `json:"partitions"`
+	Brokers    []string `json:"brokers"`
+	Topic      string   `json:"topic"`
+	Partitions int      `json:"partitions"`
 	// ReplicationFactor of the topic the run creates (0 means 1).
 	ReplicationFactor int `json:"replication_factor,omitempty"`
 	// MinInsyncReplicas is the created topic's min.insync.replicas (0: the
 	// broker's default).
-	MinInsyncReplicas int `json:"min_insync_replicas,omitempty"`
-	Producers   int           `json:"producers"`
-	Consumers   int           `json:"consumers"`
-	RecordSize  int           `json:"record_size"`
-	Rate        float64       `json:"rate"` // records/s over all producers; 0 = as fast as possible
-	Duration    time.Duration `json:"duration_ns"`
-	Records     int64         `json:"records"` // if > 0, produce exactly this many instead of running for Duration
-	Acks        string        `json:"acks"`    // "0", "1" or "all"
-	Compression string        `json:"compression"`
-	Linger      time.Duration `json:"linger_ns"`
-	BatchBytes  int           `json:"batch_bytes"`
+	MinInsyncReplicas int           `json:"min_insync_replicas,omitempty"`
+	Producers         int           `json:"producers"`
+	Consumers         int           `json:"consumers"`
+	RecordSize        int           `json:"record_size"`
+	Rate              float64       `json:"rate"` // records/s over all producers; 0 = as fast as possible
+	Duration          time.Duration `json:"duration_ns"`
+	Records           int64         `json:"records"` // if > 0, produce exactly this many instead of running for Duration
+	Acks              string        `json:"acks"`    // "0", "1" or "all"
+	Compression       string        `json:"compression"`
+	Linger            time.Duration `json:"linger_ns"`
+	BatchBytes        int           `json:"batch_bytes"`
 	// Compressible fills values with repeated text instead of random bytes.
 	Compressible bool `json:"compressible"`
 	Mode         Mode `json:"mode"`
