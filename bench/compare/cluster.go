@@ -143,11 +143,20 @@ func (e *brokerEnv) startCluster(ctx context.Context, kind BrokerKind, n int, ta
 		voters = append(voters, fmt.Sprintf("%d@%s", i, nd.ctrlAddr))
 	}
 	clusterID := kafkaClusterID()
-	for _, nd := range c.nodes {
-		if err := e.prepareNode(ctx, kind, nd, strings.Join(voters, ","), clusterID); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
+	// Formatting Kafka's directories starts a JVM each: all at once.
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, nd := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.prepareNode(ctx, kind, nd, strings.Join(voters, ","), clusterID)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	for _, nd := range c.nodes {
 		if err := nd.start(); err != nil {

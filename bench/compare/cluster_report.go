@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -343,6 +344,9 @@ func (rep *ClusterReport) ClusterMarkdown(mdPath, chartDir string) string {
 		rows = append(rows, []string{r.figure, r.kafka, r.sluice, r.ratio})
 	}
 	writeTable(&b, []string{"figure", "Kafka " + KafkaVersion, "Sluice", "Sluice ÷ Kafka"}, rows)
+	if s := rep.sustainedNote(); s != "" {
+		b.WriteString(s + "\n\n")
+	}
 
 	if len(rep.Workloads) > 0 {
 		b.WriteString("### Throughput workloads\n\n")
@@ -463,4 +467,49 @@ func (rep *ClusterReport) WriteClusterCharts(dir string) error {
 		}
 	}
 	return nil
+}
+
+// reportCluster is `benchcompare report` for a saved three-node report.
+func reportCluster(in, md, charts string) error {
+	raw, err := os.ReadFile(in)
+	if err != nil {
+		return err
+	}
+	var rep ClusterReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	rep.WriteClusterSummary(os.Stdout)
+	if charts != "" {
+		if err := rep.WriteClusterCharts(charts); err != nil {
+			return err
+		}
+	}
+	if md != "" {
+		return rep.UpdateClusterMarkdown(md, charts)
+	}
+	return nil
+}
+
+// sustainedNote says what rate the fixed-rate runs reached, against the
+// target: the latency figures hold at the rate both systems sustained.
+func (rep *ClusterReport) sustainedNote() string {
+	var parts []string
+	for _, p := range []int{1, 16} {
+		w := fmt.Sprintf("rf3-%dp-fixed", p)
+		var got []string
+		for _, b := range rep.brokersOf() {
+			if st := rep.runStat(w, b, "produce_rps"); st.N > 0 {
+				got = append(got, fmt.Sprintf("%s %s (lowest round %s)", b.Title(), fmtValue(st.Median), fmtValue(st.Min)))
+			}
+		}
+		if len(got) > 0 {
+			parts = append(parts, fmt.Sprintf("%d partition%s: %s", p, plural(p), strings.Join(got, ", ")))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Records/s the fixed-rate runs reached, against the target of %s (a shortfall means the system did not sustain it; its latency then includes the backlog): %s.",
+		fmtValue(rep.Cluster.Rate), strings.Join(parts, "; "))
 }

@@ -288,7 +288,7 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, kafkaSizes []
 		rep.Workloads = ClusterWorkloads(o, co.Rate)
 	}
 	if o.Nice != 0 {
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, o.Nice); err != nil {
+		if err := setNice(o.Nice); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("could not set nice %d: %v", o.Nice, err))
 			rep.Options.Nice = 0
 		}
@@ -468,12 +468,13 @@ func runClusterRound(ctx context.Context, env *brokerEnv, o Options, co ClusterO
 		if f.n == 0 || ctx.Err() != nil {
 			continue
 		}
+		began := time.Now()
 		s := f.run(ctx, c, round, f.n)
 		s.Figure, s.Broker, s.Round = f.name, kind, round
 		rep.Faults = append(rep.Faults, s)
 		st := Summarize(s.MS)
-		fmt.Fprintf(log, "bench: round %d/%d %-9s %-7s n=%d p50 %s ms, p99 %s ms, max %s ms, %d errors\n",
-			round, o.Rounds, f.name, kind, st.N, fmtValue(st.P50), fmtValue(st.P99), fmtValue(st.Max), len(s.Errors))
+		fmt.Fprintf(log, "bench: round %d/%d %-9s %-7s n=%d p50 %s ms, p99 %s ms, max %s ms, %d errors (took %v)\n",
+			round, o.Rounds, f.name, kind, st.N, fmtValue(st.P50), fmtValue(st.P99), fmtValue(st.Max), len(s.Errors), time.Since(began).Round(time.Second))
 		for _, e := range s.Errors {
 			fmt.Fprintf(log, "bench:   %s\n", e)
 		}

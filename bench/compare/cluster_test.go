@@ -3,8 +3,11 @@ package compare
 import (
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -196,7 +199,7 @@ func TestClusterMarkdownSectionAndCharts(t *testing.T) {
 	s := string(raw)
 	for _, want := range []string{"Hand-written notes.", "## Storage\n\nkept", "### Figures", "| Sluice ÷ Kafka |", "load average (1, 5, 15 min) 1.00 2.00 3.00 before the run",
 		"#### Max-throughput produce, RF=3, min.insync.replicas=2, acks=all, 16 partitions", "--replication-factor 3 --min-insync-replicas 2",
-		"failed: after create: not within 4m0s", "round 1, kill on Sluice: kill 3: something odd", "docs/bench/cluster-produce.svg", "docs/bench/cluster-faults.svg"} {
+		"failed: after create: not within 4m0s", "Records/s the fixed-rate runs reached, against the target of 20k", "round 1, kill on Sluice: kill 3: something odd", "docs/bench/cluster-produce.svg", "docs/bench/cluster-faults.svg"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("markdown lacks %q", want)
 		}
@@ -235,5 +238,43 @@ func TestClusterReportJSONRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), `"scale_limit":"4m0s"`) {
 		t.Fatalf("durations not written as text: %s", raw)
+	}
+}
+
+// TestSetNiceReachesAllThreadsAndChildren: every thread of the process,
+// and a child started afterwards, runs at the level set (setpriority
+// alone changes only the calling thread).
+func TestSetNiceReachesAllThreadsAndChildren(t *testing.T) {
+	cur, err := threadNice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := min(cur+1, 19)
+	if err := setNice(want); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip("no /proc/self/task")
+	}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if n, err := threadNice(tid); err == nil && n != want {
+			t.Errorf("thread %d at nice %d, want %d", tid, n, want)
+		}
+	}
+	cmd := exec.Command("sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep binary:", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Field 19 is nice; count from the ')' that closes the command name.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	if got, _ := strconv.Atoi(f[16]); got != want {
+		t.Errorf("child at nice %d, want %d", got, want)
 	}
 }
