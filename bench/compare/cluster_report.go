@@ -327,12 +327,16 @@ func (rep *ClusterReport) ClusterMarkdown(mdPath, chartDir string) string {
 	fmt.Fprintf(&b, "- **Failover** (%d kills in all): a 1-partition RF=3 topic with min.insync.replicas=2; a franz-go producer (acks=all, idempotent, retry backoff 10 ms, metadata refreshed at most every 10 ms) produces one record synchronously, the partition's leader gets SIGKILL, and the producer at once produces records one at a time until one is acknowledged: that acknowledgement's time from the kill is the sample. The node is then restarted on its data dir and the next kill waits until the ISR is full again. Percentiles over all kills of all rounds (nearest rank: with fewer than 100 samples p99 is the largest).\n", co.Kills)
 	fmt.Fprintf(&b, "- **Controlled shutdown** (%d in all): SIGTERM to the leader of a 1-partition RF=3 topic, timed to the process's exit; restarted, ISR full again before the next.\n", co.Shutdowns)
 	fmt.Fprintf(&b, "- **Metadata propagation** (%d topics in all): CreateTopics of a 1-partition RF=3 topic; from its response until each of the three brokers, asked directly with a Metadata request every millisecond, names a leader; the sample is the last broker's.\n", co.Creates)
-	sizes := make([]string, len(co.ScalePartitions))
-	for i, n := range co.ScalePartitions {
-		sizes[i] = fmt.Sprint(n)
+	join := func(ns []int) string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, fmt.Sprint(n))
+		}
+		return strings.Join(out, ", ")
 	}
-	fmt.Fprintf(&b, "- **Scale**: a fresh cluster per system; topics of 1,000 partitions, RF=3, created one CreateTopics at a time up to the size (sizes tried: %s); once every ISR is full and 5 s have passed, each node's CPU over %v idle (no clients) and its resident memory (`VmRSS`); then all three nodes get SIGTERM at once, and are started again together: the times are from that start to every partition having a leader and to every ISR being full, in a node's Metadata polled every 0.5 s. Each step is bounded by %v.\n",
-		strings.Join(sizes, ", "), time.Duration(co.ScaleIdle), time.Duration(co.ScaleLimit))
+	sizes := "Sluice " + join(co.ScalePartitions) + "; Kafka " + join(co.KafkaScaleSizes)
+	fmt.Fprintf(&b, "- **Scale**: a fresh cluster per system; topics of 1,000 partitions, RF=3, created one CreateTopics at a time up to the size (sizes tried: %s); once every ISR is full and 5 s have passed, each node's CPU over %v idle (no clients) and its resident memory (`VmRSS`); then all three nodes get SIGTERM at once, and are started again together: the times are from that start to every partition having a leader and to every ISR being full, in a node's Metadata polled every 0.5 s. Each step is bounded by %v (Kafka's by %v).\n",
+		sizes, time.Duration(co.ScaleIdle), time.Duration(co.ScaleLimit), time.Duration(co.KafkaScaleLimit))
 	if o.Nice != 0 {
 		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers ran at nice %d.\n", o.Nice)
 	}

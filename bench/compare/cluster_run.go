@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +35,10 @@ type ClusterOptions struct {
 	Shutdowns       int      `json:"shutdowns"`
 	Creates         int      `json:"creates"`
 	ScalePartitions []int    `json:"scale_partitions"` // tried in order until one works, per broker
+	KafkaScaleSizes []int    `json:"kafka_scale_partitions"`
 	ScaleIdle       Duration `json:"scale_idle"`
 	ScaleLimit      Duration `json:"scale_limit"` // bound on each scale step (create, in sync, stop, cold start)
+	KafkaScaleLimit Duration `json:"kafka_scale_limit"`
 	Phases          []string `json:"phases"`
 }
 
@@ -147,6 +150,7 @@ func ClusterMain(ctx context.Context, args []string) error {
 	kafkaScale := fs.String("kafka-scale-partitions", "", "sizes for Kafka's scale step if not those of --scale-partitions")
 	idle := fs.Duration("scale-idle", 20*time.Second, "idle window over which the scale step measures CPU")
 	limit := fs.Duration("scale-limit", 4*time.Minute, "bound on each step of the scale phase")
+	kafkaLimit := fs.Duration("kafka-scale-limit", 0, "bound on each step of Kafka's scale phase (default --scale-limit)")
 	phases := fs.String("phases", "throughput,faults,scale", "phases to run")
 	only := fs.String("only", "", "comma-separated throughput workloads to run (default all)")
 	defNice := 0
@@ -184,7 +188,10 @@ func ClusterMain(ctx context.Context, args []string) error {
 		set("scale-partitions", func() { *scale = "1000" })
 		set("scale-idle", func() { *idle = 5 * time.Second })
 	}
-	co.ScaleIdle, co.ScaleLimit = Duration(*idle), Duration(*limit)
+	co.ScaleIdle, co.ScaleLimit, co.KafkaScaleLimit = Duration(*idle), Duration(*limit), Duration(*kafkaLimit)
+	if *kafkaLimit == 0 {
+		co.KafkaScaleLimit = co.ScaleLimit
+	}
 	co.Phases = bench.SplitList(*phases)
 	sizes, err := parseSizes(*scale)
 	if err != nil {
@@ -197,6 +204,7 @@ func ClusterMain(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	co.KafkaScaleSizes = kafkaSizes
 	for _, b := range bench.SplitList(brokers) {
 		if k := BrokerKind(b); k == Kafka || k == Sluice {
 			o.Brokers = append(o.Brokers, k)
@@ -205,7 +213,7 @@ func ClusterMain(ctx context.Context, args []string) error {
 		}
 	}
 	o.Only = bench.SplitList(*only)
-	rep, err := RunCluster(ctx, o, co, kafkaSizes, os.Stderr)
+	rep, err := RunCluster(ctx, o, co, os.Stderr)
 	if rep == nil {
 		return err
 	}
@@ -253,7 +261,7 @@ func parseSizes(s string) ([]int, error) {
 const scaleTopicSize = 1000
 
 // RunCluster runs the three-node comparison.
-func RunCluster(ctx context.Context, o Options, co ClusterOptions, kafkaSizes []int, log io.Writer) (*ClusterReport, error) {
+func RunCluster(ctx context.Context, o Options, co ClusterOptions, log io.Writer) (*ClusterReport, error) {
 	if o.Rounds < 1 {
 		return nil, errors.New("--rounds must be at least 1")
 	}
@@ -305,14 +313,19 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, kafkaSizes []
 					return finish()
 				}
 				runClusterRound(ctx, env, o, co, rep, b, round, has(phaseFaults), log)
+				rep.checkpoint(o.JSON, log)
 			}
 		}
 	}
 	if has(phaseScale) {
-		for _, b := range systems {
+		// Sluice first: its figure is the one asked for; Kafka's is "if it
+		// can take it here", and the slower to find out.
+		order := append([]BrokerKind(nil), systems...)
+		sort.SliceStable(order, func(i, j int) bool { return order[i] == Sluice && order[j] != Sluice })
+		for _, b := range order {
 			sizes := co.ScalePartitions
 			if b == Kafka {
-				sizes = kafkaSizes
+				sizes = co.KafkaScaleSizes
 			}
 			for _, n := range sizes {
 				if ctx.Err() != nil {
@@ -321,6 +334,7 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, kafkaSizes []
 				fmt.Fprintf(log, "bench: scale %s, %d partitions RF=3…\n", b, n)
 				sr := runScale(ctx, env, b, co, n, log)
 				rep.Scale = append(rep.Scale, sr)
+				rep.checkpoint(o.JSON, log)
 				fmt.Fprintf(log, "bench: scale %s %d: %s\n", b, n, sr.brief())
 				if sr.Err == "" {
 					break
@@ -329,6 +343,18 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, kafkaSizes []
 		}
 	}
 	return finish()
+}
+
+// checkpoint writes the report so far to path (if any), so that a run cut
+// short keeps what it measured.
+func (rep *ClusterReport) checkpoint(path string, log io.Writer) {
+	if path == "" {
+		return
+	}
+	rep.Finished, rep.LoadAfter = time.Now(), loadAvg()
+	if err := bench.WriteJSONFile(path, rep); err != nil {
+		fmt.Fprintln(log, "bench: checkpoint:", err)
+	}
 }
 
 // newEnv sets up where brokers run; cleanup removes the work dir unless
@@ -756,6 +782,9 @@ func seenEverywhere(ctx context.Context, pollers []*kgo.Client, topic string, t0
 func runScale(ctx context.Context, env *brokerEnv, kind BrokerKind, co ClusterOptions, partitions int, log io.Writer) ScaleResult {
 	r := ScaleResult{Broker: kind, Partitions: partitions}
 	limit := time.Duration(co.ScaleLimit)
+	if kind == Kafka && co.KafkaScaleLimit > 0 {
+		limit = time.Duration(co.KafkaScaleLimit)
+	}
 	c, err := env.startCluster(ctx, kind, co.Nodes, fmt.Sprintf("scale%d", partitions))
 	if err != nil {
 		r.Err = err.Error()
