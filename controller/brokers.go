@@ -66,6 +66,10 @@ type Heartbeat struct {
 	CurrentMetadataOffset int64
 	WantFence             bool
 	WantShutDown          bool
+	// Conn names the connection the heartbeat came on (0: not known),
+	// so that the close of an older one is not read as this broker's
+	// death (HeartbeatConnClosed).
+	Conn uint64
 }
 
 // HeartbeatResult is the records a heartbeat proposes and the answer to
@@ -93,6 +97,9 @@ func (c *Controller) Heartbeat(img metadata.Image, req Heartbeat, nowMs int64) H
 		return HeartbeatResult{Err: kerr.StaleBrokerEpoch}
 	}
 	c.touch(br, nowMs)
+	if req.Conn != 0 {
+		c.session(br, nowMs).conn = req.Conn
+	}
 	b := newBatch(img)
 	caughtUp := req.CurrentMetadataOffset >= br.Epoch
 	out := HeartbeatResult{IsCaughtUp: caughtUp}
@@ -171,4 +178,17 @@ func (c *Controller) Unregister(img metadata.Image, id int32) UnregisterResult {
 	b.add(metadata.UnregisterBrokerRecord{BrokerID: id, BrokerEpoch: br.Epoch})
 	delete(c.sessions, id)
 	return UnregisterResult{Result: Result{b.records()}}
+}
+
+// HeartbeatConnClosed reports that connection conn, on which broker id
+// heartbeated at broker epoch epoch, was closed by its peer. It is
+// ConnectionLost unless the broker has heartbeated on another connection
+// since: a broker whose idle connection was reset reconnects and
+// heartbeats at once (Client.Switched), and the close of the old
+// connection may reach the controller after that heartbeat.
+func (c *Controller) HeartbeatConnClosed(id int32, epoch int64, conn uint64, nowMs int64) {
+	if s := c.sessions[id]; s != nil && s.epoch == epoch && s.conn != 0 && s.conn != conn {
+		return
+	}
+	c.ConnectionLost(id, epoch, nowMs)
 }

@@ -310,3 +310,43 @@ func TestUnregister(t *testing.T) {
 		t.Errorf("not registered")
 	}
 }
+
+// Regression: a broker whose idle heartbeat connection was reset while
+// it lives reconnects and heartbeats at once; the close of the old
+// connection, whichever order it reaches the controller in, must not
+// fence it after the grace.
+func TestHeartbeatConnResetWithinGrace(t *testing.T) {
+	grace := DefaultConfig("").ConnectionLostGraceMs
+	const oldConn, newConn = 7, 8
+	hb := func(conn uint64) func(h *harness) {
+		return func(h *harness) { h.heartbeat(1, func(r *Heartbeat) { r.Conn = conn }) }
+	}
+	closed := func(conn uint64) func(h *harness) {
+		return func(h *harness) { h.c.HeartbeatConnClosed(1, h.epoch(1), conn, h.now) }
+	}
+	wait := func(ms int64) func(h *harness) { return func(h *harness) { h.tick(ms) } }
+	for _, tc := range []struct {
+		name   string
+		steps  []func(h *harness)
+		fenced bool
+	}{
+		{"close, then a heartbeat on a new connection", []func(*harness){closed(oldConn), wait(5), hb(newConn), wait(grace), wait(grace)}, false},
+		{"a heartbeat on a new connection, then the old close", []func(*harness){hb(newConn), wait(5), closed(oldConn), wait(grace), wait(grace)}, false},
+		{"the close and no heartbeat", []func(*harness){closed(oldConn), wait(grace)}, true},
+		{"the new connection's close still counts", []func(*harness){hb(newConn), closed(oldConn), wait(5), closed(newConn), wait(grace)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.brokers(2)
+			h.topic("t", ints(1, 2))
+			hb(oldConn)(h)
+			h.tick(1500) // idle, mid-interval
+			for _, s := range tc.steps {
+				s(h)
+			}
+			if br, _ := h.img.Broker(1); br.Fenced != tc.fenced {
+				t.Errorf("fenced %v, want %v", br.Fenced, tc.fenced)
+			}
+		})
+	}
+}

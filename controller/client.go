@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -20,12 +21,24 @@ import (
 // Each Line is a connection of its own, so a long poll of the metadata
 // log never delays a heartbeat, and the heartbeat connection carries
 // nothing else (its close is what tells the controller the broker died).
+// Present adds an idle presence connection to every controller, whose
+// close tells the others too (voters.go).
 type Client struct {
 	addrs []string
 	lines [lineCount]line
 	// switched holds a signal when a line reached the active controller
-	// after failing on another (see Switched).
+	// after failing on another, or the idle heartbeat connection was
+	// closed by the controller's side (see Switched).
 	switched chan struct{}
+	// presence holds the presence connections (see Present).
+	presence struct {
+		sync.Mutex
+		conns   map[net.Conn]struct{}
+		started bool
+		closed  bool
+	}
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
 }
 
 // Line names one of the client's connections.
@@ -48,23 +61,44 @@ type line struct {
 	br   *bufio.Reader
 	next int // index into addrs of the controller to try
 	corr uint32
+	// watching, when set, reads the idle connection for a close by the
+	// controller's side (watch); it owns br until unwatch.
+	watching *watcher
+}
+
+// watcher is one idle wait on a line's connection.
+type watcher struct {
+	done chan struct{}
+	// err is what the read ended with; set before done closes.
+	err error
 }
 
 // NewClient returns a client of the controllers at addrs (host:port of
 // their CONTROLLER listeners).
 func NewClient(addrs []string) *Client {
-	c := &Client{addrs: addrs, switched: make(chan struct{}, 1)}
+	c := &Client{addrs: addrs, switched: make(chan struct{}, 1), done: make(chan struct{})}
+	c.presence.conns = map[net.Conn]struct{}{}
 	return c
 }
 
 // Close closes every connection.
 func (c *Client) Close() {
+	c.presence.Lock()
+	if !c.presence.closed {
+		c.presence.closed = true
+		close(c.done)
+		for conn := range c.presence.conns {
+			conn.Close()
+		}
+	}
+	c.presence.Unlock()
 	for i := range c.lines {
 		l := &c.lines[i]
 		l.mu.Lock()
 		l.drop()
 		l.mu.Unlock()
 	}
+	c.wg.Wait()
 }
 
 func (l *line) drop() {
@@ -79,7 +113,12 @@ func (l *line) drop() {
 // NOT_CONTROLLER): the controller may have changed. A broker heartbeats
 // at once then, rather than at its next interval, so a newly active
 // controller hears at once from every live broker, a suspected one
-// included (voters.go). Signals do not queue beyond one.
+// included (voters.go). It also signals when the idle heartbeat
+// connection is closed by the controller's side: the controller reads
+// that close as the broker's death and fences it after
+// ConnectionLostGraceMs unless it hears from it, while the broker's next
+// heartbeat may be a whole interval away. Signals do not queue beyond
+// one.
 func (c *Client) Switched() <-chan struct{} { return c.switched }
 
 // ErrNoController is returned when no controller answered as active
@@ -138,15 +177,16 @@ func (c *Client) retry(ctx context.Context, ln Line, fn func(l *line) error) err
 	l := &c.lines[ln]
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.unwatch()
 	var last error
 	for attempt := 0; ; attempt++ {
 		err := fn(l)
 		if err == nil {
 			if attempt > 0 {
-				select {
-				case c.switched <- struct{}{}:
-				default:
-				}
+				c.signalSwitched()
+			}
+			if ln == LineHeartbeat {
+				l.watch(c)
 			}
 			return nil
 		}
@@ -164,6 +204,114 @@ func (c *Client) retry(ctx context.Context, ln Line, fn func(l *line) error) err
 			return fmt.Errorf("%w: %v", ErrNoController, last)
 		}
 	}
+}
+
+func (c *Client) signalSwitched() {
+	select {
+	case c.switched <- struct{}{}:
+	default:
+	}
+}
+
+// watch waits, while the line is idle, for its connection to be closed by
+// the controller's side, and signals Switched when it is. Called with
+// l.mu held; the watcher owns l.br until unwatch.
+func (l *line) watch(c *Client) {
+	if l.conn == nil {
+		return
+	}
+	w := &watcher{done: make(chan struct{})}
+	l.watching = w
+	l.conn.SetReadDeadline(time.Time{})
+	br := l.br
+	go func() {
+		defer close(w.done)
+		_, w.err = br.Peek(1)
+		if w.err != nil && !errors.Is(w.err, os.ErrDeadlineExceeded) && !errors.Is(w.err, net.ErrClosed) {
+			c.signalSwitched() // EOF, a reset or an abort: not unwatch, not Close
+		}
+	}()
+}
+
+// unwatch ends the line's watch, if any, and drops a connection the watch
+// found closed. Called with l.mu held.
+func (l *line) unwatch() {
+	w := l.watching
+	if w == nil {
+		return
+	}
+	l.watching = nil
+	if l.conn != nil {
+		l.conn.SetReadDeadline(time.Unix(1, 0)) // wakes the Peek
+	}
+	<-w.done
+	if w.err != nil && !errors.Is(w.err, os.ErrDeadlineExceeded) {
+		l.drop() // the next attempt redials the same controller
+	}
+}
+
+// Present holds a presence connection from broker id to every controller
+// listener until Close: an idle connection whose close by this process's
+// kernel tells every controller, not only the active one, that the
+// broker's process is gone (voters.go). One closed by the controller's
+// side while this process lives is opened again at once, which clears
+// the suspicion. Calling Present again does nothing.
+func (c *Client) Present(id int32) {
+	c.presence.Lock()
+	defer c.presence.Unlock()
+	if c.presence.started || c.presence.closed {
+		return
+	}
+	c.presence.started = true
+	for _, addr := range c.addrs {
+		c.wg.Add(1)
+		go c.presenceLoop(addr, id)
+	}
+}
+
+// presenceLoop keeps one presence connection open to addr.
+func (c *Client) presenceLoop(addr string, id int32) {
+	defer c.wg.Done()
+	var backoff time.Duration
+	for {
+		if up := c.holdPresence(addr, id); up >= time.Second {
+			backoff = 0 // it was up: reconnect at once
+		} else {
+			backoff = min(max(2*backoff, 50*time.Millisecond), time.Second)
+		}
+		select {
+		case <-c.done:
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// holdPresence dials addr, says who this is and waits for the connection
+// to end; it returns how long the connection was up.
+func (c *Client) holdPresence(addr string, id int32) time.Duration {
+	d := net.Dialer{Timeout: time.Second}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		return 0
+	}
+	start := time.Now()
+	c.presence.Lock()
+	if c.presence.closed {
+		c.presence.Unlock()
+		conn.Close()
+		return 0
+	}
+	c.presence.conns[conn] = struct{}{}
+	c.presence.Unlock()
+	if _, err := conn.Write(appendPresence(nil, id)); err == nil {
+		_, _ = io.Copy(io.Discard, conn) // nothing comes; returns at the close
+	}
+	c.presence.Lock()
+	delete(c.presence.conns, conn)
+	c.presence.Unlock()
+	conn.Close()
+	return time.Since(start)
 }
 
 // roundTrip writes one request frame and returns the response body after

@@ -62,6 +62,9 @@ type session struct {
 	// lostAtMs is when the broker's heartbeat connection closed, or
 	// connectionOpen. A heartbeat or registration reopens it.
 	lostAtMs int64
+	// conn is the connection the broker last heartbeated on (0: not
+	// known); the close of another one says nothing (HeartbeatConnClosed).
+	conn uint64
 }
 
 const connectionOpen = math.MaxInt64

@@ -20,6 +20,9 @@ package controller
 // has no principals yet, and an enveloped request would need the broker's
 // handlers to be run here, which the package layering does not allow.
 //
+// A broker's presence connection opens with a hello of its own and is
+// held until it closes (voters.go).
+//
 // A connection that carried a BrokerHeartbeat is that broker's heartbeat
 // connection: when its peer closes it (FIN/RST: the process died) the
 // active controller hears ConnectionLost(id, epoch, now), the fast path
@@ -33,6 +36,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -166,9 +170,15 @@ func (r *rpcServer) route(s *Service, c net.Conn) {
 		s.raftLn.hand(newVoterConn(s, c, br))
 		return
 	}
+	if isPresence(first) {
+		defer r.untrack(c)
+		defer c.Close()
+		s.servePresence(c, br) // voters.go
+		return
+	}
 	defer r.untrack(c)
 	defer c.Close()
-	cs := &connState{s: s}
+	cs := &connState{s: s, id: connSeq.Add(1)}
 	defer cs.closed()
 	w := bufio.NewWriterSize(c, 64<<10)
 	var frame []byte
@@ -204,9 +214,14 @@ func readFrame(r *bufio.Reader, buf []byte) ([]byte, error) {
 	return buf, err
 }
 
+// connSeq numbers broker connections, so the controller can tell a
+// broker's current heartbeat connection from an older one.
+var connSeq atomic.Uint64
+
 // connState is one broker connection.
 type connState struct {
-	s *Service
+	s  *Service
+	id uint64 // from connSeq; never 0
 	// heartbeat is the broker (and epoch) this connection last
 	// heartbeated for; hbID is -1 until then.
 	hbID    int32
@@ -223,7 +238,7 @@ func (cs *connState) closed() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	cs.s.submit(ctx, func(a *active) {
-		a.ctrl.ConnectionLost(id, epoch, now)
+		a.ctrl.HeartbeatConnClosed(id, epoch, cs.id, now)
 		a.s.log.Info("broker heartbeat connection closed", "broker", id, "epoch", epoch)
 	})
 }

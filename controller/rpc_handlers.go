@@ -111,7 +111,7 @@ func (cs *connState) heartbeat(req *kmsg.BrokerHeartbeatRequest) kmsg.Response {
 	resp.IsFenced = true
 	cs.hbID, cs.hbEpoch, cs.hbSeen = req.BrokerID, req.BrokerEpoch, true
 	hb := Heartbeat{BrokerID: req.BrokerID, BrokerEpoch: req.BrokerEpoch, CurrentMetadataOffset: req.CurrentMetadataOffset,
-		WantFence: req.WantFence, WantShutDown: req.WantShutdown}
+		WantFence: req.WantFence, WantShutDown: req.WantShutdown, Conn: cs.id}
 	resp.ErrorCode = code(cs.decide(func(a *active) *kerr.Error {
 		res := a.ctrl.Heartbeat(a.s.store.Image(), hb, time.Now().UnixMilli())
 		if res.Err != nil {

@@ -80,11 +80,12 @@ type Service struct {
 	// leaderID is the last raft leader this node heard of (-1: none).
 	leaderID atomic.Int32
 
-	// voters tracks the raft connections other voters opened here, so
-	// that on becoming active this node knows which died (voters.go).
+	// voters tracks the raft connections other voters opened here, and
+	// the brokers' presence connections, so that on becoming active this
+	// node knows which processes died (voters.go).
 	voters struct {
 		sync.Mutex
-		conns voterConns
+		conns nodeConns
 	}
 
 	stop      chan struct{}
@@ -115,7 +116,7 @@ func StartService(cfg ServiceConfig) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "controller"), events: make(chan func(*active), 256),
 		leadership: make(chan uint64, 16), stop: make(chan struct{})}
 	s.leaderID.Store(-1)
-	s.voters.conns = newVoterConns()
+	s.voters.conns = newNodeConns()
 	s.raftLn = newConnListener(cfg.Listener.Addr())
 	s.tr = quorum.NewTCPTransportOn(uint64(cfg.NodeID), cfg.ClusterID, s.raftLn, s.log,
 		func(m *pb.Message) { s.runner.Deliver(m) },
@@ -281,17 +282,22 @@ func (s *Service) suspectLostVoters(a *active) {
 
 // voterOpened and voterClosed track the raft connections of other voters.
 func (s *Service) voterOpened(id int32) {
-	s.voters.Lock()
-	s.voters.conns.opened(id)
-	s.voters.Unlock()
+	s.nodeConn(func(n *nodeConns) { n.raft.opened(id) })
 }
 
 func (s *Service) voterClosed(id int32, byPeer bool) {
-	now, logEnd := time.Now().UnixMilli(), s.store.NextOffset()
+	now, logEnd := nowMs(), s.store.NextOffset()
+	s.nodeConn(func(n *nodeConns) { n.raft.closed(id, byPeer, now, logEnd) })
+}
+
+// nodeConn runs fn on the connections tracked by node, under their lock.
+func (s *Service) nodeConn(fn func(n *nodeConns)) {
 	s.voters.Lock()
-	s.voters.conns.closed(id, byPeer, now, logEnd)
+	fn(&s.voters.conns)
 	s.voters.Unlock()
 }
+
+func nowMs() int64 { return time.Now().UnixMilli() }
 
 // commit proposes recs and waits for them to commit. A failure (the
 // quorum lost its majority, or this node its leadership) ends this node's

@@ -1,7 +1,13 @@
 package controller
 
 import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
 	"slices"
+	"syscall"
 
 	"github.com/sluice-broker/sluice/metadata"
 )
@@ -27,6 +33,15 @@ import (
 // leadership. A voter that is alive reopens a connection as soon as it
 // has anything to send (its vote for the new leader, or its answers to
 // it), which clears the suspicion.
+//
+// A broker-only node has no raft connection, so every broker also holds a
+// presence connection to every voter (Client.Present): an idle stream
+// that opens with its node id and carries nothing else. Its close by the
+// broker's kernel is read the same way as a voter's raft connections
+// closing, so a broker-only node that dies together with the active
+// controller is fenced after the grace too. A broker whose presence
+// connection is reset while it lives reconnects at once, which clears
+// the suspicion, and a paused one closes nothing.
 
 // VoterLoss is when a voter's process went: the time its last raft
 // connection here was closed by its peer, and this node's metadata log
@@ -99,4 +114,75 @@ func (c *Controller) VotersLost(img metadata.Image, losses map[int32]VoterLoss, 
 	}
 	slices.Sort(out)
 	return out
+}
+
+// nodeConns is what one controller node sees of the other processes: the
+// raft connections voters opened to it and the presence connections
+// brokers opened to it, both by node id.
+type nodeConns struct {
+	raft, presence voterConns
+}
+
+func newNodeConns() nodeConns {
+	return nodeConns{raft: newVoterConns(), presence: newVoterConns()}
+}
+
+// losses returns the nodes whose process is gone: lost on one kind of
+// connection and with none of the other kind open (a node that still
+// holds a connection here is alive). A node lost on both is dated by the
+// later loss.
+func (n *nodeConns) losses() map[int32]VoterLoss {
+	out := map[int32]VoterLoss{}
+	for _, pair := range [2][2]*voterConns{{&n.raft, &n.presence}, {&n.presence, &n.raft}} {
+		lost, other := pair[0], pair[1]
+		for id, l := range lost.lost {
+			if other.open[id] > 0 {
+				continue
+			}
+			if prev, ok := out[id]; !ok || l.AtMs > prev.AtMs {
+				out[id] = l
+			}
+		}
+	}
+	return out
+}
+
+// presenceMagic opens a broker's presence connection: "SLB1". Read as a
+// Kafka frame's API key it is 21324, which no request uses, and it is not
+// the quorum's hello.
+const presenceMagic = 0x534c4231
+
+// presenceHelloLen is the hello's size: frame length, magic, node id.
+const presenceHelloLen = 12
+
+// isPresence reports whether a connection's first 8 bytes open a presence
+// connection.
+func isPresence(first8 []byte) bool {
+	return len(first8) >= 8 && binary.BigEndian.Uint32(first8[4:]) == presenceMagic
+}
+
+// appendPresence appends the hello of broker id's presence connection.
+func appendPresence(dst []byte, id int32) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, presenceHelloLen-4)
+	dst = binary.BigEndian.AppendUint32(dst, presenceMagic)
+	return binary.BigEndian.AppendUint32(dst, uint32(id))
+}
+
+// servePresence holds a broker's presence connection until it ends and
+// records who it was and how it ended: EOF or a reset is the broker's
+// side closing it; anything else (this node closing it) is not.
+func (s *Service) servePresence(c net.Conn, br *bufio.Reader) {
+	var hello [presenceHelloLen]byte
+	if _, err := io.ReadFull(br, hello[:]); err != nil || binary.BigEndian.Uint32(hello[:]) != presenceHelloLen-4 {
+		return
+	}
+	id := int32(binary.BigEndian.Uint32(hello[8:]))
+	if id < 0 {
+		return
+	}
+	s.nodeConn(func(n *nodeConns) { n.presence.opened(id) })
+	_, err := io.Copy(io.Discard, br) // nil at EOF
+	byPeer := err == nil || errors.Is(err, syscall.ECONNRESET)
+	now, logEnd := nowMs(), s.store.NextOffset()
+	s.nodeConn(func(n *nodeConns) { n.presence.closed(id, byPeer, now, logEnd) })
 }

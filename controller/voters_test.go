@@ -145,3 +145,95 @@ func TestVotersLostSkips(t *testing.T) {
 	h.wantBroker(1, false, false)
 	h.wantBroker(3, false, false)
 }
+
+// Which nodes count as gone when both kinds of connection are watched: a
+// node lost on one kind and holding none of the other (a broker-only node
+// has only presence connections; a combined node has both).
+func TestNodeConnsLosses(t *testing.T) {
+	type step struct {
+		kind string // "raft" or "presence"
+		op   string // "open", "fin"
+		id   int32
+		atMs int64
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  map[int32]int64
+	}{
+		{"a broker-only node's presence closed", []step{{"presence", "open", 4, 0}, {"presence", "fin", 4, 100}}, map[int32]int64{4: 100}},
+		{"presence reopened: alive", []step{{"presence", "open", 4, 0}, {"presence", "fin", 4, 100}, {"presence", "open", 4, 101}}, map[int32]int64{}},
+		{"raft closed, presence still open: alive", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"raft", "fin", 1, 100}}, map[int32]int64{}},
+		{"presence closed, raft still open: alive", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"presence", "fin", 1, 100}}, map[int32]int64{}},
+		{"both closed: the later close", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"raft", "fin", 1, 100}, {"presence", "fin", 1, 130}}, map[int32]int64{1: 130}},
+		{"both closed, raft last", []step{{"raft", "open", 1, 0}, {"presence", "open", 1, 0}, {"presence", "fin", 1, 100}, {"raft", "fin", 1, 120}}, map[int32]int64{1: 120}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNodeConns()
+			for _, s := range tc.steps {
+				v := &n.raft
+				if s.kind == "presence" {
+					v = &n.presence
+				}
+				if s.op == "open" {
+					v.opened(s.id)
+				} else {
+					v.closed(s.id, true, s.atMs, 50)
+				}
+			}
+			got := map[int32]int64{}
+			for id, l := range n.losses() {
+				got[id] = l.AtMs
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("lost %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A broker-only node (no raft connection) whose presence connections
+// closed is suspected by a newly active controller exactly as a lost
+// voter is: fenced at the grace from the close, unless it is heard from.
+// One whose presence connection is open (paused, cut off) keeps a full
+// session.
+func TestPresenceLossAfterFailover(t *testing.T) {
+	cfg := DefaultConfig(cluster)
+	grace, session := cfg.ConnectionLostGraceMs, cfg.SessionTimeoutMs
+	for _, tc := range []struct {
+		name   string
+		closed bool // broker 4's presence connection closed by its peer
+		then   func(h *harness)
+		fenced bool
+	}{
+		{"closed: fenced at the grace", true, func(h *harness) { h.tick(grace - 200) }, true},
+		{"closed: not before", true, func(h *harness) { h.tick(grace - 201) }, false},
+		{"closed, then a heartbeat", true, func(h *harness) { h.heartbeat(4, nil); h.tick(session - 1) }, false},
+		{"open: a full session", false, func(h *harness) { h.tick(0); h.tick(session - 1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.brokers(4)
+			h.topic("t", ints(4, 1))
+			h.now += 60_000
+			h.c = New(h.c.cfg)
+			n := newNodeConns()
+			n.presence.opened(4)
+			if tc.closed {
+				n.presence.closed(4, true, h.now-200, h.next)
+			}
+			h.c.VotersLost(h.img, n.losses(), h.now)
+			tc.then(h)
+			if br, _ := h.img.Broker(4); br.Fenced != tc.fenced {
+				t.Errorf("fenced %v, want %v", br.Fenced, tc.fenced)
+			}
+			want := int32(4)
+			if tc.fenced {
+				want = 1
+			}
+			if lead := h.part("t", 0).Leader; lead != want {
+				t.Errorf("leader %d, want %d", lead, want)
+			}
+		})
+	}
+}

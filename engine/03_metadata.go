@@ -18,18 +18,20 @@ package engine
 // and flagged IsInternal.
 //
 // Auto-creation: an unknown, validly named topic is created with
-// num.partitions partitions when auto.create.topics.enable is on and, from
-// v4, the request sets AllowAutoTopicCreation. Kafka answers
-// LEADER_NOT_AVAILABLE the first time because its creation goes through the
-// controller asynchronously; here creation is synchronous and finished
-// before we answer, so the topic is returned ready (error 0, leader set).
-// Every client accepts that, and it spares them a retry round-trip and
-// backoff before their first produce. (In a cluster the creation goes
-// through the controller, which assigns leaders in the same commit; the
-// answer waits until this broker's image has the topic, so it too comes
-// back ready.) Internal topic names are never
-// auto-created: their coordinators create them with their own layout.
-// Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
+// num.partitions partitions and default.replication.factor replicas when
+// auto.create.topics.enable is on and, from v4, the request sets
+// AllowAutoTopicCreation. As in Kafka, the answer for a topic this request
+// set out to create is LEADER_NOT_AVAILABLE (name only, no partitions):
+// clients retry it, and some clients' tests expect it. On a single node
+// the topic is created before the answer, so the retry finds it ready; in
+// a cluster the creation goes to the controller in the background (one
+// at a time per name; a request meanwhile gets LEADER_NOT_AVAILABLE too)
+// and the topic is answered once this broker's image has it, with
+// LEADER_NOT_AVAILABLE on each partition that has no leader yet. A
+// creation the controller refuses (say, a replication factor above the
+// live brokers) is logged, and the next request tries again. Internal
+// topic names are never auto-created: their coordinators create them
+// with their own layout. Invalid names answer INVALID_TOPIC_EXCEPTION whether or not auto-creation
 // is on, unknown ones UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id).
 //
 // There is no authorizer: authorized-operation bitfields (v8+), when asked
@@ -132,7 +134,7 @@ type metadataBuilder struct {
 	replicas []int32 // [this node], shared by every partition (read-only)
 	// img is the metadata image the response describes: replicas, ISR and
 	// leader come from it. (A topic auto-created by this request is not
-	// in it; its partitions are this node's alone.)
+	// described: it answers LEADER_NOT_AVAILABLE.)
 	img metadata.Image
 }
 
@@ -170,26 +172,22 @@ func (m *metadataBuilder) byID(id [16]byte) kmsg.MetadataResponseTopic {
 }
 
 func (m *metadataBuilder) byName(name string) kmsg.MetadataResponseTopic {
-	t := m.b.Topic(name)
-	var err error
-	if t == nil {
-		t, err = m.create(name)
+	if t := m.b.Topic(name); t != nil {
+		return m.topic(t)
 	}
-	if err != nil {
-		st := kmsg.NewMetadataResponseTopic()
-		st.Topic = &name
-		st.IsInternal = internalTopicNames[name]
-		st.ErrorCode = ErrorCode(err)
-		return st
-	}
-	return m.topic(t)
+	st := kmsg.NewMetadataResponseTopic()
+	st.Topic = &name
+	st.IsInternal = internalTopicNames[name]
+	st.ErrorCode = ErrorCode(m.create(name))
+	return st
 }
 
 // create auto-creates an unknown topic if the request and the broker allow
-// it; otherwise it returns why the topic cannot be answered.
-func (m *metadataBuilder) create(name string) (*Topic, error) {
+// it, and returns what the topic is answered with: LEADER_NOT_AVAILABLE
+// when it is (being) created, else why it cannot be.
+func (m *metadataBuilder) create(name string) error {
 	if m.version >= 4 && !m.req.AllowAutoTopicCreation {
-		return nil, unknownTopic(name)
+		return unknownTopic(name)
 	}
 	return m.b.AutoCreateTopic(name)
 }
@@ -236,31 +234,67 @@ func (m *metadataBuilder) topic(t *Topic) kmsg.MetadataResponseTopic {
 }
 
 // AutoCreateTopic creates an unknown topic as auto.create.topics.enable
-// does: num.partitions partitions, no overrides. A topic created by someone
-// else in the meantime is returned as if this call had made it. Internal
-// topic names are refused: their coordinators create them.
-func (b *Broker) AutoCreateTopic(name string) (*Topic, error) {
+// does: num.partitions partitions, default.replication.factor replicas,
+// no overrides. It returns LEADER_NOT_AVAILABLE once the creation is
+// done (a single node) or under way (a cluster: the controller creates
+// it in the background), which is what Kafka answers for a topic it has
+// just set out to create; any other error says why it cannot be created.
+// Internal topic names are refused: their coordinators create them.
+func (b *Broker) AutoCreateTopic(name string) error {
 	if !b.cfg.AutoCreateTopics || internalTopicNames[name] {
-		return nil, unknownTopic(name)
+		return unknownTopic(name)
 	}
 	if err := ValidTopicName(name); err != nil {
-		return nil, topicErr(kerr.InvalidTopicException, "%v", err)
+		return topicErr(kerr.InvalidTopicException, "%v", err)
 	}
 	if err := b.checkTopicCollision(name); err != nil {
-		return nil, err
+		return err
 	}
-	t, err := b.CreateTopic(name, -1, nil, false)
-	if err != nil && ErrorCode(err) == kerr.TopicAlreadyExists.Code {
-		if b.cluster != nil {
-			// Made elsewhere in the cluster: it reaches this image shortly.
-			b.cluster.waitImage(func(img metadata.Image) bool { return img.Topic(name) != nil })
-		}
-		if t = b.Topic(name); t != nil {
-			return t, nil
-		}
+	if b.cluster != nil {
+		b.cluster.autoCreate(name)
+		return errBeingCreated(name)
 	}
-	return t, err
+	_, err := b.CreateTopic(name, -1, nil, false)
+	if err == nil || ErrorCode(err) == kerr.TopicAlreadyExists.Code {
+		return errBeingCreated(name)
+	}
+	return err
 }
+
+func errBeingCreated(name string) error {
+	return topicErr(kerr.LeaderNotAvailable, "topic %q is being created", name)
+}
+
+// autoCreate creates topic name through the controller in the
+// background, unless a creation of that name is already under way here.
+func (l *clusterLink) autoCreate(name string) {
+	l.mu.Lock()
+	if l.autoCreating == nil {
+		l.autoCreating = map[string]bool{}
+	}
+	if l.autoCreating[name] || len(l.autoCreating) >= maxAutoCreating {
+		l.mu.Unlock()
+		return
+	}
+	l.autoCreating[name] = true
+	l.mu.Unlock()
+	l.b.wg.Add(1)
+	go func() {
+		defer l.b.wg.Done()
+		_, err := l.b.CreateTopic(name, -1, nil, false) // waits until this image has it
+		if err != nil && ErrorCode(err) != kerr.TopicAlreadyExists.Code {
+			l.b.log.Warn("auto topic creation failed", "topic", name, "err", err)
+		}
+		l.mu.Lock()
+		delete(l.autoCreating, name)
+		l.mu.Unlock()
+	}()
+}
+
+// maxAutoCreating bounds the auto-creations under way on one broker; a
+// request past it answers LEADER_NOT_AVAILABLE and the client's retry
+// tries again.
+const maxAutoCreating = 1024
 
 // checkTopicCollision refuses a name that differs from an existing topic
 // only by '.' versus '_'; Kafka refuses those because the two would share

@@ -77,6 +77,9 @@ type clusterLink struct {
 	// imageMoved is closed and replaced under mu whenever the image moves.
 	mu         sync.Mutex
 	imageMoved chan struct{}
+	// autoCreating holds the topics this broker is auto-creating through
+	// the controller (03_metadata.go); guarded by mu.
+	autoCreating map[string]bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -98,7 +101,7 @@ func (s followerStore) Close() error { return nil }
 // metadata store; the image stays empty until startCluster follows it.
 func (b *Broker) openCluster(link ControllerLink) error {
 	if !b.cfg.HasRole("broker") {
-		return errors.New("process.roles without broker (a controller-only node) is not served yet; use broker,controller")
+		return errors.New("process.roles without broker: a controller-only node runs no broker (internal/server starts its controller alone)")
 	}
 	if link == nil {
 		return errors.New("a broker in a cluster needs a link to the controllers (engine.NewInCluster)")
@@ -122,8 +125,13 @@ func (b *Broker) openCluster(link ControllerLink) error {
 	return nil
 }
 
-// startCluster starts following the metadata log and heartbeating.
+// start starts following the metadata log and heartbeating, and holds a
+// presence connection to every controller (controller.Client.Present), so
+// that whichever becomes active next knows if this process died.
 func (l *clusterLink) start() {
+	if p, ok := l.client.(interface{ Present(id int32) }); ok {
+		p.Present(l.b.cfg.NodeID)
+	}
 	l.b.wg.Add(2)
 	go l.follow()
 	go l.heartbeats()
@@ -222,7 +230,9 @@ func (l *clusterLink) awaitImage(ctx context.Context, ok func(metadata.Image) bo
 // heartbeats registers, then heartbeats until the broker closes or the
 // controller lets it shut down. It heartbeats early when nudged, and when
 // the link reports that the controller may have changed, so a newly
-// active controller hears from it at once.
+// active controller hears from it at once, or that the controller's side
+// closed the idle heartbeat connection, which the controller reads as
+// this process's death unless it hears from it within the grace.
 func (l *clusterLink) heartbeats() {
 	defer l.b.wg.Done()
 	var switched <-chan struct{}

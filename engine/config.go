@@ -247,6 +247,10 @@ func setListeners(c *Config, v string) error {
 			c.ControllerListen = addr
 		}
 	}
+	if c.ControllerListen != "" && !strings.Contains(v, "PLAINTEXT://") {
+		c.Listen = "" // a controller-only node; a broker is refused at start
+		return nil
+	}
 	return setListener(&c.Listen, v)
 }
 
@@ -255,7 +259,7 @@ func listenersString(c *Config) string {
 	if c.ControllerListen != "" {
 		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
 	}
-	return s
+	return strings.TrimPrefix(s, ",")
 }
 
 func setListener(dst *string, v string) error {

@@ -694,9 +694,13 @@ func (p *Partition) compact(nowMs int64) (storage.CompactStats, error) {
 
 // close gives up the partition (answering its waiting produces) and closes
 // its log.
-func (p *Partition) close() error {
+func (p *Partition) close() error { return p.stop().Close() }
+
+// stop gives up the partition's role and returns its log for the caller
+// to close.
+func (p *Partition) stop() *storage.Log {
 	p.becomeFollower(-1, p.LeaderEpoch())
-	return p.log.Close()
+	return p.log
 }
 
 // delete gives up the partition and removes its data.

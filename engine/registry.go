@@ -17,9 +17,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"github.com/sluice-broker/sluice/internal/par"
 	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/storage"
 )
@@ -270,29 +270,7 @@ const openWorkers = 16
 
 // parallel runs fn(0..n-1) on up to openWorkers goroutines and returns the
 // first error.
-func parallel(n int, fn func(i int) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		next  atomic.Int64
-	)
-	for w := 0; w < min(n, openWorkers); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := fn(i); err != nil {
-					mu.Lock()
-					first = cmp.Or(first, err)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return first
-}
+func parallel(n int, fn func(i int) error) error { return par.Each(n, openWorkers, fn) }
 
 // openPartition opens partition i's log and gives it the role the image
 // says.
@@ -344,11 +322,16 @@ func (b *Broker) removeTopics(gone []*Topic) error {
 	return cmp.Or(errs...)
 }
 
-// closeTopics closes every hosted partition (shutdown).
+// closeTopics closes every hosted partition (shutdown), all logs together
+// (storage.CloseAll: a few filesystem syncs instead of fsyncs per log).
 func (b *Broker) closeTopics() error {
-	var all []*Partition
+	var logs []*storage.Log
 	for _, t := range b.Topics() {
-		all = append(all, t.Partitions()...)
+		for _, p := range t.Partitions() {
+			if p != nil {
+				logs = append(logs, p.stop())
+			}
+		}
 	}
-	return closePartitions(all)
+	return storage.CloseAll(logs, openWorkers)
 }

@@ -125,7 +125,7 @@ func createSegmentAs(dir string, base int64, cfg Config, tmp string) (*segment, 
 		return nil, err
 	}
 	s.log = f
-	if err := s.mapWritable(cfg); err != nil {
+	if err := s.mapIndexes(cfg, true); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -154,7 +154,12 @@ func openSegment(dir string, base int64) (*segment, error) {
 // mapWritable maps both indexes read-write at their preallocated size, as
 // the active segment (and a segment under recovery) needs. Entries already
 // in the files are kept as far as they are sane; recovery trims them further.
-func (s *segment) mapWritable(cfg Config) error {
+func (s *segment) mapWritable(cfg Config) error { return s.mapIndexes(cfg, false) }
+
+// mapIndexes is mapWritable; fresh says the index files were just created,
+// so they hold no entries and the scan for a sane prefix (which touches
+// their first pages) is skipped.
+func (s *segment) mapIndexes(cfg Config, fresh bool) error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
 	if s.ix.mapped {
@@ -175,6 +180,11 @@ func (s *segment) mapWritable(cfg Config) error {
 	}
 	s.ix.off.buf, s.ix.tim.buf = offBuf, timBuf
 	s.ix.mapped, s.ix.writable, s.ix.pinned = true, true, true
+	if fresh {
+		s.ix.off.truncate(0)
+		s.ix.tim.truncate(0)
+		return nil
+	}
 	s.ix.off.truncate(min(offSize/offsetEntrySize, s.ix.off.validPrefix(s.size.Load())))
 	s.ix.tim.truncate(min(timSize/timeEntrySize, s.ix.tim.validPrefix(maxRel)))
 	return nil
@@ -268,15 +278,21 @@ func (s *segment) seal() error {
 	if !s.ix.writable {
 		return nil
 	}
-	offLen := s.ix.off.n.Load() * offsetEntrySize
-	timLen := s.ix.tim.n.Load() * timeEntrySize
 	err := errors.Join(syncMapped(s.ix.off.buf), syncMapped(s.ix.tim.buf))
-	s.unmapLocked()
-	return errors.Join(err,
-		truncatePath(s.path(indexSuffix), offLen),
-		truncatePath(s.path(timeIndexSuffix), timLen),
+	return errors.Join(err, s.trimLocked(),
 		syncPath(s.path(indexSuffix)),
 		syncPath(s.path(timeIndexSuffix)))
+}
+
+// trimLocked unmaps the writable indexes and cuts their files to the
+// entries they hold. The caller holds s.ix exclusively.
+func (s *segment) trimLocked() error {
+	offLen := s.ix.off.n.Load() * offsetEntrySize
+	timLen := s.ix.tim.n.Load() * timeEntrySize
+	s.unmapLocked()
+	return errors.Join(
+		truncatePath(s.path(indexSuffix), offLen),
+		truncatePath(s.path(timeIndexSuffix), timLen))
 }
 
 // syncIndexes flushes the active segment's index mappings.

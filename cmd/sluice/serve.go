@@ -136,7 +136,7 @@ func waitAndStop(srv *server.Server, logger *slog.Logger) error {
 		if err != nil {
 			logger.Error("listener failed", "err", err)
 		}
-	case err := <-srv.Broker.Fatal():
+	case err := <-srv.Fatal():
 		logger.Error("stopping", "err", err)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -53,6 +53,12 @@ func Start(o Options) (*Server, error) {
 		o.Logger = slog.Default()
 	}
 	cfg := o.Config
+	if controllerOnly(cfg) {
+		return startControllerOnly(o) // controller_only.go
+	}
+	if cfg.Listen == "" {
+		return nil, errors.New("listeners has no PLAINTEXT listener, which a broker needs")
+	}
 	ln, err := netpoll.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -160,11 +166,23 @@ func (s *Server) startMetrics(addr string) error {
 	return nil
 }
 
-// Addr is the address the broker listens on.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the address the broker listens on ("" on a controller-only
+// node).
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
 
-// Net names the network backend serving (after any fallback).
-func (s *Server) Net() string { return s.net.Backend() }
+// Net names the network backend serving (after any fallback; "" on a
+// controller-only node).
+func (s *Server) Net() string {
+	if s.net == nil {
+		return ""
+	}
+	return s.net.Backend()
+}
 
 // Done reports when the accept loop stopped on its own (an error).
 func (s *Server) Done() <-chan error { return s.served }
@@ -172,6 +190,9 @@ func (s *Server) Done() <-chan error { return s.served }
 // Shutdown stops accepting, finishes in-flight requests, closes the
 // connections, then flushes and closes the broker (clean-shutdown marker).
 func (s *Server) Shutdown(ctx context.Context) error {
+	if s.Broker == nil {
+		return closeController(s.Controller)
+	}
 	// In a cluster, hand this broker's leaderships over first (controlled
 	// shutdown), while clients can still be served and redirected.
 	csCtx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -560,3 +560,50 @@ func TestBrokerOnlyNodeJoins(t *testing.T) {
 	})
 	produceConsume(t, c, "four", 3)
 }
+
+// TestAutoCreateInCluster: a Metadata request that auto-creates a topic
+// is answered LEADER_NOT_AVAILABLE while the controller creates it, with
+// num.partitions partitions and default.replication.factor replicas; a
+// later request finds it led. A franz-go producer to a fresh topic gets
+// through on its retry.
+func TestAutoCreateInCluster(t *testing.T) {
+	c := Start(t, 3, Options{Extra: []string{"num.partitions=2", "default.replication.factor=3"}})
+	cl := c.clientOf(t, c.Node(1))
+	ask := func() kmsg.MetadataResponseTopic {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("auto-fresh")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctxT(t, 5*time.Second), cl)
+		if err != nil || len(resp.Topics) != 1 {
+			t.Fatalf("metadata: %v %+v", err, resp)
+		}
+		return resp.Topics[0]
+	}
+	if first := ask(); first.ErrorCode != kerr.LeaderNotAvailable.Code || len(first.Partitions) != 0 {
+		t.Fatalf("first answer for an auto-created topic: error %d, %d partitions; want LEADER_NOT_AVAILABLE and none",
+			first.ErrorCode, len(first.Partitions))
+	}
+	c.WaitFor(10*time.Second, "the auto-created topic led", func() bool {
+		tp := ask()
+		if tp.ErrorCode != 0 || len(tp.Partitions) != 2 {
+			return false
+		}
+		for _, p := range tp.Partitions {
+			if p.ErrorCode != 0 || p.Leader < 0 || len(p.Replicas) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	prod := c.Client(kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("auto-produced"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	start := time.Now()
+	first, err := prod.ProduceSync(ctxT(t, 20*time.Second), kgo.StringRecord("first")).First()
+	if err != nil {
+		t.Fatalf("produce to a fresh topic: %v", err)
+	}
+	t.Logf("first produce to an auto-created topic (RF 3): %v", time.Since(start).Round(time.Millisecond))
+	produceConsume(t, c, "auto-produced", 1-first.Partition) // the partition "first" did not go to
+}

@@ -1,7 +1,8 @@
 // Package testcluster runs a Sluice cluster of N nodes as separate
 // processes of the built binary, each with its own config file and data
 // dir, on 127.0.0.1 ports, every node a broker and a controller voter
-// (process.roles=broker,controller). Tests kill (SIGKILL), stop (SIGTERM:
+// (process.roles=broker,controller) unless Options.Roles says otherwise
+// (controller-only and broker-only nodes). Tests kill (SIGKILL), stop (SIGTERM:
 // controlled shutdown), pause (SIGSTOP), resume and restart nodes, and
 // talk to the cluster with real Kafka clients.
 //
@@ -44,10 +45,12 @@ type Cluster struct {
 // Node is one sluice process.
 type Node struct {
 	ID             int32
-	Addr           string // PLAINTEXT listener
-	ControllerAddr string // CONTROLLER listener
-	ConfigPath     string
-	DataDir        string
+	Addr           string // PLAINTEXT listener ("" on a controller-only node)
+	ControllerAddr string // CONTROLLER listener ("" on a broker-only node of Start)
+	// Roles is the node's process.roles.
+	Roles      string
+	ConfigPath string
+	DataDir    string
 
 	c    *Cluster
 	mu   sync.Mutex
@@ -61,7 +64,20 @@ type Node struct {
 type Options struct {
 	// Extra lines appended to every node's config file.
 	Extra []string
+	// Roles, when set, is each node's process.roles ("broker",
+	// "controller" or "broker,controller"; one per node, in id order);
+	// by default every node has both. The voters are the nodes with the
+	// controller role; broker-only nodes find them through
+	// controller.quorum.voters too.
+	Roles []string
 }
+
+// IsBroker reports whether the node serves clients (its roles include
+// broker).
+func (nd *Node) IsBroker() bool { return strings.Contains(nd.Roles, "broker") }
+
+// IsController reports whether the node is a voter.
+func (nd *Node) IsController() bool { return strings.Contains(nd.Roles, "controller") }
 
 var (
 	portsMu   sync.Mutex
@@ -132,14 +148,25 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, bin: Binary(t), ClusterID: "sluice-test-" + fmt.Sprint(time.Now().UnixNano()%1e9)}
 	var voters []string
+	brokers := 0
 	for i := 1; i <= n; i++ {
-		nd := &Node{ID: int32(i), Addr: freePort(t), ControllerAddr: freePort(t), DataDir: t.TempDir(), c: c}
+		nd := &Node{ID: int32(i), Roles: "broker,controller", DataDir: t.TempDir(), c: c}
+		if len(opts.Roles) > 0 {
+			nd.Roles = opts.Roles[i-1]
+		}
+		if nd.IsBroker() {
+			nd.Addr = freePort(t)
+			brokers++
+		}
+		if nd.IsController() {
+			nd.ControllerAddr = freePort(t)
+			voters = append(voters, fmt.Sprintf("%d@%s", i, nd.ControllerAddr))
+		}
 		c.Nodes = append(c.Nodes, nd)
-		voters = append(voters, fmt.Sprintf("%d@%s", i, nd.ControllerAddr))
 	}
 	c.Voters = strings.Join(voters, ",")
 	for _, nd := range c.Nodes {
-		nd.ConfigPath = c.WriteConfig(nd, "broker,controller", "controller.quorum.voters="+c.Voters, opts.Extra...)
+		nd.ConfigPath = c.WriteConfig(nd, nd.Roles, "controller.quorum.voters="+c.Voters, opts.Extra...)
 		c.Format(nd.ConfigPath, c.ClusterID)
 	}
 	t.Cleanup(func() {
@@ -158,24 +185,31 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	for _, nd := range c.Nodes {
 		nd.start()
 	}
-	c.WaitFor(30*time.Second, fmt.Sprintf("%d brokers", n), func() bool {
+	c.WaitFor(30*time.Second, fmt.Sprintf("%d brokers", brokers), func() bool {
 		for _, nd := range c.Nodes {
 			if !nd.Running() {
 				err, _ := nd.wait(0)
 				t.Fatalf("node %d exited while the cluster formed: %v\n%s", nd.ID, err, nd.Log())
 			}
 		}
-		return c.hasBrokers(n)
+		return c.hasBrokers(brokers)
 	})
 	return c
 }
 
 // WriteConfig writes a node's server.properties.
 func (c *Cluster) WriteConfig(nd *Node, roles string, quorum string, extra ...string) string {
+	var listeners []string
+	if nd.Addr != "" {
+		listeners = append(listeners, "PLAINTEXT://"+nd.Addr)
+	}
+	if nd.ControllerAddr != "" {
+		listeners = append(listeners, "CONTROLLER://"+nd.ControllerAddr)
+	}
 	lines := []string{
 		"process.roles=" + roles,
 		fmt.Sprintf("node.id=%d", nd.ID),
-		"listeners=PLAINTEXT://" + nd.Addr + ",CONTROLLER://" + nd.ControllerAddr,
+		"listeners=" + strings.Join(listeners, ","),
 		"controller.listener.names=CONTROLLER",
 		quorum,
 		"log.dirs=" + nd.DataDir,
@@ -203,10 +237,12 @@ func (c *Cluster) Format(config, clusterID string) {
 // broker, reaching the quorum through controller.quorum.bootstrap.servers,
 // its data dir formatted with clusterID. It is not waited for.
 func (c *Cluster) AddNode(id int32, clusterID string) *Node {
-	nd := &Node{ID: id, Addr: freePort(c.t), ControllerAddr: freePort(c.t), DataDir: c.t.TempDir(), c: c}
+	nd := &Node{ID: id, Roles: "broker", Addr: freePort(c.t), ControllerAddr: freePort(c.t), DataDir: c.t.TempDir(), c: c}
 	var boot []string
 	for _, v := range c.Nodes {
-		boot = append(boot, v.ControllerAddr)
+		if v.IsController() {
+			boot = append(boot, v.ControllerAddr)
+		}
 	}
 	nd.ConfigPath = c.WriteConfig(nd, "broker", "controller.quorum.bootstrap.servers="+strings.Join(boot, ","))
 	c.Format(nd.ConfigPath, clusterID)
@@ -219,7 +255,7 @@ func (c *Cluster) AddNode(id int32, clusterID string) *Node {
 func (c *Cluster) Bootstrap() []string {
 	var out []string
 	for _, nd := range c.Nodes {
-		if nd.Running() {
+		if nd.Running() && nd.IsBroker() {
 			out = append(out, nd.Addr)
 		}
 	}
@@ -269,7 +305,7 @@ func (c *Cluster) WaitBrokers(n int, timeout time.Duration) {
 // hasBrokers reports whether every running node's Metadata lists n brokers.
 func (c *Cluster) hasBrokers(n int) bool {
 	for _, nd := range c.Nodes {
-		if !nd.Running() {
+		if !nd.Running() || !nd.IsBroker() {
 			continue
 		}
 		if m, err := c.Metadata(nd); err != nil || len(m.Brokers) != n {
@@ -295,7 +331,7 @@ func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) 
 // listeners) which node is the active controller; -1 when none answers.
 func (c *Cluster) ActiveController() int32 {
 	for _, nd := range c.Nodes {
-		if !nd.Running() {
+		if !nd.Running() || !nd.IsController() {
 			continue
 		}
 		cl := controller.NewClient([]string{nd.ControllerAddr})
