@@ -632,6 +632,10 @@ func measureKills(ctx context.Context, c *benchCluster, round, n int) FaultSampl
 			return s
 		}
 		nd := c.node(leader)
+		if nd == nil {
+			s.Errors = append(s.Errors, fmt.Sprintf("kill %d: leader %d is no node of the cluster", i+1, leader))
+			return s
+		}
 		t0 := time.Now()
 		nd.signal(syscall.SIGKILL)
 		var took time.Duration
@@ -681,6 +685,10 @@ func measureShutdowns(ctx context.Context, c *benchCluster, round, n int) FaultS
 			return s
 		}
 		nd := c.node(leader)
+		if nd == nil {
+			s.Errors = append(s.Errors, fmt.Sprintf("shutdown %d: leader %d is no node of the cluster", i+1, leader))
+			return s
+		}
 		took, clean := nd.terminate(2 * time.Minute)
 		if !clean {
 			s.Errors = append(s.Errors, fmt.Sprintf("shutdown %d: node %d still running %v after SIGTERM: killed", i+1, leader, took.Round(time.Millisecond)))
