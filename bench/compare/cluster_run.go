@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,17 +30,17 @@ const SuiteCluster Suite = "kafka-cluster"
 // ClusterOptions are the three-node run's own settings (the shared ones,
 // rounds, durations, brokers, are in Options).
 type ClusterOptions struct {
-	Nodes           int      `json:"nodes"`
-	Rate            float64  `json:"rate"` // records/s of the fixed-rate workloads
-	Kills           int      `json:"kills"`
-	Shutdowns       int      `json:"shutdowns"`
-	Creates         int      `json:"creates"`
-	ScalePartitions []int    `json:"scale_partitions"` // tried in order until one works, per broker
-	KafkaScaleSizes []int    `json:"kafka_scale_partitions"`
-	ScaleIdle       Duration `json:"scale_idle"`
-	ScaleLimit      Duration `json:"scale_limit"` // bound on each scale step (create, in sync, stop, cold start)
-	KafkaScaleLimit Duration `json:"kafka_scale_limit"`
-	Phases          []string `json:"phases"`
+	Nodes           int       `json:"nodes"`
+	Rates           []float64 `json:"rates"` // records/s of the fixed-rate workloads
+	Kills           int       `json:"kills"`
+	Shutdowns       int       `json:"shutdowns"`
+	Creates         int       `json:"creates"`
+	ScalePartitions []int     `json:"scale_partitions"` // tried in order until one works, per broker
+	KafkaScaleSizes []int     `json:"kafka_scale_partitions"`
+	ScaleIdle       Duration  `json:"scale_idle"`
+	ScaleLimit      Duration  `json:"scale_limit"` // bound on each scale step (create, in sync, stop, cold start)
+	KafkaScaleLimit Duration  `json:"kafka_scale_limit"`
+	Phases          []string  `json:"phases"`
 }
 
 // Duration is a time.Duration that reads and writes as "1m30s" in JSON.
@@ -95,7 +96,7 @@ const (
 )
 
 // ClusterWorkloads are the throughput workloads of the three-node run.
-func ClusterWorkloads(o Options, rate float64) []Workload {
+func ClusterWorkloads(o Options, rates []float64) []Workload {
 	base := bench.DefaultConfig()
 	base.Duration, base.Progress, base.Consumers = o.Duration, 0, 0
 	maxMetrics := []string{"produce_mbps", "produce_rps", "cpu_per_gb", "cpu_s", "ack_p50", "ack_p99", "client_cpu_s"}
@@ -105,16 +106,18 @@ func ClusterWorkloads(o Options, rate float64) []Workload {
 		all.Partitions, all.ReplicationFactor, all.MinInsyncReplicas, all.Acks = parts, 3, 2, "all"
 		one := base
 		one.Partitions, one.ReplicationFactor, one.Acks = parts, 1, "1"
-		fixed := all
-		fixed.Rate = rate
 		ws = append(ws,
 			Workload{Name: fmt.Sprintf("rf3-%dp-max", parts), Title: fmt.Sprintf("Max-throughput produce, RF=3, min.insync.replicas=2, acks=all, %d partition%s", parts, plural(parts)),
 				Config: all, Brokers: o.Brokers, Metrics: maxMetrics},
 			Workload{Name: fmt.Sprintf("rf1-%dp-max", parts), Title: fmt.Sprintf("Max-throughput produce, RF=1, acks=1, %d partition%s (replication's baseline)", parts, plural(parts)),
 				Config: one, Brokers: o.Brokers, Metrics: maxMetrics},
-			Workload{Name: fmt.Sprintf("rf3-%dp-fixed", parts), Title: fmt.Sprintf("Fixed rate %s records/s (~%s MB/s), RF=3, acks=all, %d partition%s", fmtValue(rate), fmtValue(rate*1024/1e6), parts, plural(parts)),
-				Config: fixed, Brokers: o.Brokers, Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "ack_p999", "cpu_s", "cpu_per_gb"}},
 		)
+		for _, rate := range rates {
+			fixed := all
+			fixed.Rate = rate
+			ws = append(ws, Workload{Name: fixedName(parts, rate), Title: fmt.Sprintf("Fixed rate %s records/s (~%s MB/s), RF=3, acks=all, %d partition%s", fmtValue(rate), fmtValue(rate*1024/1e6), parts, plural(parts)),
+				Config: fixed, Brokers: o.Brokers, Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "ack_p999", "cpu_s", "cpu_per_gb"}})
+		}
 	}
 	if len(o.Only) == 0 {
 		return ws
@@ -130,6 +133,11 @@ func ClusterWorkloads(o Options, rate float64) []Workload {
 	return out
 }
 
+// fixedName names the fixed-rate workload of parts partitions at rate records/s.
+func fixedName(parts int, rate float64) string {
+	return fmt.Sprintf("rf3-%dp-rate%.0f", parts, rate)
+}
+
 // ClusterMain is `benchcompare kafka-cluster`.
 func ClusterMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("benchcompare kafka-cluster", flag.ContinueOnError)
@@ -142,7 +150,7 @@ func ClusterMain(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.Quick, "quick", false, "smoke run: 1 round, 3 s runs, 2 kills, 1 shutdown, 3 creates, 1,000 partitions")
 	fs.DurationVar(&o.Duration, "duration", 8*time.Second, "length of each timed produce run")
 	fs.DurationVar(&o.Warmup, "warmup", 5*time.Second, "warm-up produce on each fresh cluster (JIT for Kafka)")
-	fs.Float64Var(&co.Rate, "rate", 20000, "records/s (1 KiB) of the fixed-rate latency workloads")
+	rates := fs.String("rates", "20000,5000", "records/s (1 KiB) of the fixed-rate latency workloads, one workload each")
 	fs.IntVar(&co.Kills, "kills", 20, "leader SIGKILLs in all, spread over the rounds")
 	fs.IntVar(&co.Shutdowns, "shutdowns", 6, "controlled shutdowns (SIGTERM of a leader) in all, spread over the rounds")
 	fs.IntVar(&co.Creates, "creates", 20, "CreateTopics timed to metadata on every broker, in all, spread over the rounds")
@@ -193,6 +201,13 @@ func ClusterMain(ctx context.Context, args []string) error {
 		co.KafkaScaleLimit = co.ScaleLimit
 	}
 	co.Phases = bench.SplitList(*phases)
+	for _, r := range bench.SplitList(*rates) {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v <= 0 || v > 1e7 {
+			return fmt.Errorf("--rates: bad rate %q", r)
+		}
+		co.Rates = append(co.Rates, v)
+	}
 	sizes, err := parseSizes(*scale)
 	if err != nil {
 		return err
@@ -293,7 +308,7 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, log io.Writer
 		return false
 	}
 	if has(phaseThroughput) {
-		rep.Workloads = ClusterWorkloads(o, co.Rate)
+		rep.Workloads = ClusterWorkloads(o, co.Rates)
 	}
 	if o.Nice != 0 {
 		if err := setNice(o.Nice); err != nil {
