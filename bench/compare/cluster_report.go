@@ -338,8 +338,11 @@ func (rep *ClusterReport) ClusterMarkdown(mdPath, chartDir string) string {
 	sizes := "Sluice " + join(co.ScalePartitions) + "; Kafka " + join(co.KafkaScaleSizes)
 	fmt.Fprintf(&b, "- **Scale**: a fresh cluster per system; topics of 1,000 partitions, RF=3, created one CreateTopics at a time up to the size (sizes tried: %s); once every ISR is full and 5 s have passed, each node's CPU over %v idle (no clients) and its resident memory (`VmRSS`); then all three nodes get SIGTERM at once, and are started again together: the times are from that start to every partition having a leader and to every ISR being full, in a node's Metadata polled every 0.5 s. Each step is bounded by %v (Kafka's by %v).\n",
 		sizes, time.Duration(co.ScaleIdle), time.Duration(co.ScaleLimit), time.Duration(co.KafkaScaleLimit))
+	if len(rep.LoadSamples) > 0 {
+		fmt.Fprintf(&b, "- **Machine load** (1, 5, 15-minute load averages on 2 cores, other work included) as each step began: %s.\n", strings.Join(rep.LoadSamples, "; "))
+	}
 	if o.Nice != 0 {
-		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers ran at nice %d.\n", o.Nice)
+		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers ran at nice %d (every thread, so that the brokers inherit it).\n", o.Nice)
 	}
 	fmt.Fprintf(&b, "- **Command**: `%s`\n\n", strings.TrimSpace(o.Command))
 

@@ -85,8 +85,10 @@ type ClusterReport struct {
 	Cluster    ClusterOptions `json:"cluster"`
 	LoadBefore string         `json:"loadavg_before"`
 	LoadAfter  string         `json:"loadavg_after"`
-	Faults     []FaultSamples `json:"faults"`
-	Scale      []ScaleResult  `json:"scale"`
+	// LoadSamples is the load average as each round and scale step began.
+	LoadSamples []string       `json:"loadavg_samples,omitempty"`
+	Faults      []FaultSamples `json:"faults"`
+	Scale       []ScaleResult  `json:"scale"`
 }
 
 const (
@@ -327,6 +329,7 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, log io.Writer
 				if ctx.Err() != nil {
 					return finish()
 				}
+				rep.LoadSamples = append(rep.LoadSamples, fmt.Sprintf("round %d %s: %s", round, b, loadAvg()))
 				runClusterRound(ctx, env, o, co, rep, b, round, has(phaseFaults), log)
 				rep.checkpoint(o.JSON, log)
 			}
@@ -347,6 +350,7 @@ func RunCluster(ctx context.Context, o Options, co ClusterOptions, log io.Writer
 					return finish()
 				}
 				fmt.Fprintf(log, "bench: scale %s, %d partitions RF=3…\n", b, n)
+				rep.LoadSamples = append(rep.LoadSamples, fmt.Sprintf("scale %s %d: %s", b, n, loadAvg()))
 				sr := runScale(ctx, env, b, co, n, log)
 				rep.Scale = append(rep.Scale, sr)
 				rep.checkpoint(o.JSON, log)
