@@ -93,9 +93,15 @@ func (c *Controller) alterOne(img metadata.Image, b *batch, sender int32, it Alt
 		return a
 	}
 	a.Leader, a.LeaderEpoch, a.PartitionEpoch, a.ISR = p.Leader, p.LeaderEpoch, p.PartitionEpoch, p.ISR
-	if r, changed := change(t, int(it.Partition), p, p.Leader, it.NewISR); changed {
+	if r, changed := isrChange(img, t, int(it.Partition), p, it.NewISR); changed {
 		b.add(r)
 		a.PartitionEpoch, a.ISR = p.PartitionEpoch+1, it.NewISR
+		if r.ISR != nil {
+			a.ISR = r.ISR // the change completed a reassignment (reassign.go)
+		}
+		if r.Leader != metadata.NoLeaderChange {
+			a.Leader, a.LeaderEpoch = r.Leader, p.LeaderEpoch+1
+		}
 	}
 	return a
 }

@@ -85,3 +85,65 @@ func TestAlterPartition(t *testing.T) {
 		}
 	})
 }
+
+// TestAlterPartitionBatch: one request carrying many partitions of two
+// topics (a leader's batched ISR expansions) is decided partition by
+// partition — a stale one refused, an unchanged one answered as is — and
+// the accepted changes come out as one set of records, one per changed
+// partition, committed together.
+func TestAlterPartitionBatch(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(3)
+	a := h.topic("a", ints(1, 2), ints(1, 3), ints(1, 2), ints(2, 1))
+	b := h.topic("b", ints(1, 2, 3), ints(1, 3, 2))
+	// Shrink every ISR led by broker 1 to [1] first, in one request.
+	var shrink []AlterPartitionItem
+	for _, tp := range []struct {
+		id   [16]byte
+		name string
+		n    int
+	}{{a, "a", 3}, {b, "b", 2}} {
+		for i := range tp.n {
+			p := h.part(tp.name, i)
+			shrink = append(shrink, AlterPartitionItem{TopicID: tp.id, Partition: int32(i), LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: ints(1)})
+		}
+	}
+	res := h.c.AlterPartition(h.img, AlterPartition{BrokerID: 1, BrokerEpoch: h.epoch(1), Partitions: shrink})
+	if res.Err != nil || len(res.Records) != 5 {
+		t.Fatalf("shrink of 5: err %v, %d records", res.Err, len(res.Records))
+	}
+	for _, a := range res.Partitions {
+		if a.Err != nil {
+			t.Fatalf("%+v", a)
+		}
+	}
+	h.commit(res.Records...)
+	// Expand them back; a-1 is based on its old partition epoch (stale),
+	// b-1 is already [1] (unchanged), a-3 is led by broker 2.
+	expand := slices.Clone(shrink)
+	for i := range expand {
+		it := &expand[i]
+		it.PartitionEpoch++
+		it.NewISR = h.part(map[[16]byte]string{a: "a", b: "b"}[it.TopicID], int(it.Partition)).Replicas
+		slices.Sort(it.NewISR)
+	}
+	expand[1].PartitionEpoch--
+	expand[4].NewISR = ints(1)
+	expand = append(expand, AlterPartitionItem{TopicID: a, Partition: 3, LeaderEpoch: 0, PartitionEpoch: 0, NewISR: ints(1)})
+	res = h.c.AlterPartition(h.img, AlterPartition{BrokerID: 1, BrokerEpoch: h.epoch(1), Partitions: expand})
+	want := []*kerr.Error{nil, kerr.InvalidUpdateVersion, nil, nil, nil, kerr.NotLeaderForPartition}
+	for i, ans := range res.Partitions {
+		if ans.Err != want[i] {
+			t.Errorf("partition %d of the batch: %v, want %v", i, ans.Err, want[i])
+		}
+	}
+	if res.Err != nil || len(res.Records) != 3 {
+		t.Fatalf("err %v, %d records, want 3 (a-0, a-2, b-0)", res.Err, len(res.Records))
+	}
+	h.commit(res.Records...)
+	h.wantState("a", 0, "leader 1 isr [1 2] epochs 0/2")
+	h.wantState("a", 1, "leader 1 isr [1] epochs 0/1")
+	h.wantState("a", 2, "leader 1 isr [1 2] epochs 0/2")
+	h.wantState("b", 0, "leader 1 isr [1 2 3] epochs 0/2")
+	h.wantState("b", 1, "leader 1 isr [1] epochs 0/1")
+}

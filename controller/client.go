@@ -383,6 +383,10 @@ func notController(r kmsg.Response) bool {
 		return r.ErrorCode == nc
 	case *kmsg.IncrementalAlterConfigsResponse:
 		return len(r.Resources) > 0 && r.Resources[0].ErrorCode == nc
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		return r.ErrorCode == nc
+	case *kmsg.ListPartitionReassignmentsResponse:
+		return r.ErrorCode == nc
 	case *kmsg.DescribeQuorumResponse:
 		// A controller that does not lead answers its partition
 		// NOT_LEADER_OR_FOLLOWER, as KRaft does; ask the next one.

@@ -55,7 +55,7 @@ func (h *harness) step(op int, next func() int, broker func() int32, topics []st
 			h.t.Fatalf("%s refused (%v) but proposes %v", what, err, recs)
 		}
 	}
-	switch op % 11 {
+	switch op % 12 {
 	case 0:
 		h.register(broker(), byte(next()), nil)
 	case 1:
@@ -133,5 +133,19 @@ func (h *harness) step(op int, next func() int, broker func() int32, topics []st
 		}
 	case 10:
 		h.commit(h.c.Rebalance(h.img, next()%100).Records...)
+	case 11:
+		t := h.img.Topic(topics[next()%len(topics)])
+		if t == nil {
+			return
+		}
+		var target []int32 // nil: cancel
+		if n := next() % 5; n > 0 {
+			for range n {
+				target = append(target, broker())
+			}
+		}
+		res := h.c.AlterPartitionReassignments(h.img, []Reassignment{{TopicPartition{t.Name, int32(next() % len(t.Partitions))}, target}}, next()%2 == 0)
+		refused("reassign", res.Partitions[0].Err, res.Records)
+		h.commit(res.Records...)
 	}
 }

@@ -79,6 +79,10 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.electLeaders(req)
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return cs.alterConfigs(req)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return cs.alterReassignments(req)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return cs.listReassignments(req)
 	}
 	return nil
 }

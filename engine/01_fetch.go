@@ -43,8 +43,23 @@ package engine
 //     appended: a produce or the group coordinator), the timer, or broker
 //     shutdown.
 //   - v7+ fetch sessions (KIP-227, fetch_sessions.go).
+//   - Replication throttles (KIP-73): a follower's fetch of a partition
+//     whose topic names this leader's replica in
+//     leader.replication.throttled.replicas, by a follower outside the
+//     ISR, counts against leader.replication.throttled.rate; over it,
+//     the partition gets no records this time.
+//   - Reading from followers (KIP-392): a consumer's fetch of v11+ is
+//     served by a follower too, up to the follower's high watermark (an
+//     offset between it and the follower's log end reads nothing yet and
+//     waits; one outside [log start, log end] is OFFSET_OUT_OF_RANGE, on
+//     which clients go back to the leader), fenced against the leader
+//     epoch the follower follows. With replica.selector.class set to
+//     Kafka's RackAwareReplicaSelector, the leader answers a consumer
+//     whose client.rack (RackID) is not the leader's with the in-sync
+//     follower in that rack that has the fetch offset, as
+//     PreferredReadReplica and no records, and answers at once.
 //
-// Left out: rack-aware preferred read replicas (-1 always), tiered storage.
+// Left out: tiered storage.
 
 import (
 	"sync"
@@ -53,6 +68,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/replication"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -74,7 +90,11 @@ type fetch struct {
 	wait      time.Duration
 	isolation fetchIsolation // how far the fetcher may read
 	replica   int32          // the fetching replica's broker id, -1 for consumers
-	nowMs     int64          // when the partitions were read (a follower's fetch time)
+	// anyReplica: a consumer that may read from followers (v11+,
+	// KIP-392), and rack its client.rack ("" none).
+	anyReplica bool
+	rack       string
+	nowMs      int64 // when the partitions were read (a follower's fetch time)
 
 	errCode     int16         // top-level error (fetch sessions)
 	sessionID   int32         // session id to answer with
@@ -105,6 +125,7 @@ type fetchPart struct {
 	divergingEpoch int32 // -1: none
 	divergingEnd   int64
 	leaderEpoch    int32 // >= 0: report the current leader (KIP-951)
+	preferred      int32 // >= 0: read from this replica instead (KIP-392)
 	omit           bool  // incremental fetch: nothing new for the client
 }
 
@@ -137,6 +158,12 @@ func (f *fetch) init(b *Broker, r *Request, req *kmsg.FetchRequest) {
 		f.replica = req.ReplicaState.ID
 	}
 	f.isolation = isolationFor(f.replica >= 0, req.IsolationLevel)
+	if r.Version >= 11 && f.replica < 0 {
+		f.anyReplica = true
+		if b.cfg.ReplicaSelectorClass == rackAwareSelector {
+			f.rack = req.Rack
+		}
+	}
 }
 
 // addRequested appends the partitions of req in request order (a
@@ -183,7 +210,7 @@ func (f *fetch) read() (readable int64, failed bool) {
 		last = f.resolve(fp, last)
 		f.readPart(fp, &remaining, &first)
 		readable += fp.records.Len
-		failed = failed || fp.err != 0 || fp.divergingEpoch >= 0
+		failed = failed || fp.err != 0 || fp.divergingEpoch >= 0 || fp.preferred >= 0
 	}
 	return readable, failed
 }
@@ -207,7 +234,7 @@ func (f *fetch) resolve(fp *fetchPart, last *Topic) *Topic {
 // the response's max bytes; first is true until some partition has records.
 func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	fp.err, fp.hw, fp.logStart, fp.end, fp.records = 0, -1, -1, -1, storage.Region{}
-	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit = -1, -1, -1, false
+	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit, fp.preferred = -1, -1, -1, false, -1
 	p := f.partition(fp)
 	if p == nil {
 		return
@@ -215,14 +242,27 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if fp.err = checkPosition(fp, p); fp.err != 0 {
 		return
 	}
+	if f.rack != "" && p.isLeader() {
+		// KIP-392: a consumer in another rack than the leader reads
+		// from a replica in its own; this answer carries no records.
+		if fp.preferred = p.preferredReadReplica(f.rack, fp.fetchOffset, f.b); fp.preferred >= 0 {
+			fp.hw, fp.logStart = p.HighWatermark(), p.LogStartOffset()
+			return
+		}
+	}
+	throttled, rate := false, int64(0)
 	if f.replica >= 0 && fp.divergingEpoch < 0 {
 		p.followerFetched(f.replica, fp.fetchOffset, f.nowMs)
+		throttled, rate = f.leaderThrottled(p)
 	}
 	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
 	fp.hw, fp.logStart, fp.end = hw, logStart, fetchable
 	limit := min(int64(fp.maxBytes), *remaining)
 	if fp.divergingEpoch >= 0 || fp.fetchOffset >= fetchable || (limit <= 0 && !*first) {
 		return
+	}
+	if throttled && f.b.replicas.leaderQuota.exceeded(rate) {
+		return // over leader.replication.throttled.rate: nothing this time
 	}
 	reg, err := p.read(fp.fetchOffset, int32(max(limit, 0)), f.isolation)
 	if err != nil {
@@ -232,9 +272,21 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if reg.Len == 0 || (reg.Len > limit && !*first) {
 		return
 	}
+	if throttled {
+		f.b.replicas.leaderQuota.record(reg.Len, rate)
+	}
 	fp.records = reg
 	*first = false
 	*remaining -= reg.Len
+}
+
+// leaderThrottled reports whether the follower's fetch of p counts
+// against leader.replication.throttled.rate (KIP-73: the topic names
+// this leader's replica in leader.replication.throttled.replicas and the
+// follower is not in the ISR), and the rate.
+func (f *fetch) leaderThrottled(p *Partition) (bool, int64) {
+	rate, _ := f.b.replicas.throttleRates()
+	return rate != replication.Unthrottled && p.leaderThrottled(f.replica), rate
 }
 
 // partition returns fp's partition, or nil with fp.err set.
@@ -250,6 +302,11 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 		fp.err = kerr.UnknownTopicOrPartition.Code
 	case f.replica >= 0 && !p.acceptsFollower(f.replica):
 		fp.err = kerr.NotLeaderForPartition.Code
+	case f.anyReplica:
+		fp.err = p.checkReadable(fp.currentLeaderEpoch)
+		if fp.err == kerr.FencedLeaderEpoch.Code && f.version >= 16 && p.isLeader() {
+			fp.leaderEpoch = p.LeaderEpoch()
+		}
 	default:
 		fp.err = p.checkLeader(fp.currentLeaderEpoch)
 		if fp.err == kerr.FencedLeaderEpoch.Code && f.version >= 16 {
@@ -271,7 +328,8 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 func checkPosition(fp *fetchPart, p *Partition) int16 {
 	if fp.lastFetchedEpoch >= 0 {
 		epoch, end := p.endOffsetForEpoch(fp.lastFetchedEpoch)
-		if epoch < 0 || end < 0 {
+		// Below the log start is out of range whatever the epochs say.
+		if epoch < 0 || end < 0 || fp.fetchOffset < p.LogStartOffset() {
 			return kerr.OffsetOutOfRange.Code
 		}
 		if epoch < fp.lastFetchedEpoch || end < fp.fetchOffset {

@@ -186,3 +186,21 @@ func (l *clusterLink) forwardTopicConfigs(topic string, changes []metadata.Recor
 	}
 	return nil
 }
+
+// forwardAdmin sends an admin request the controller answers whole (keys
+// 45 and 46) and relays its answer; with no controller answering, the
+// request's top-level error is REQUEST_TIMED_OUT.
+func (l *clusterLink) forwardAdmin(req kmsg.Request) kmsg.Response {
+	resp, err := l.call(controller.LineAdmin, req)
+	if err == nil {
+		return resp
+	}
+	out := req.ResponseKind()
+	switch out := out.(type) {
+	case *kmsg.AlterPartitionAssignmentsResponse:
+		out.ErrorCode = kerr.RequestTimedOut.Code
+	case *kmsg.ListPartitionReassignmentsResponse:
+		out.ErrorCode = kerr.RequestTimedOut.Code
+	}
+	return out
+}

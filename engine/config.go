@@ -56,6 +56,7 @@ type Config struct {
 	ControllerListen              string        // host:port of the controller listener in listeners
 	InterBrokerListenerName       string        // inter.broker.listener.name
 	BrokerRack                    string        // broker.rack; "" when unset
+	ReplicaSelectorClass          string        // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
 	DefaultReplicationFactor      int32         // default.replication.factor
 	MinInsyncReplicas             int32         // min.insync.replicas
 	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
@@ -66,6 +67,14 @@ type Config struct {
 	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
 	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
 	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
+
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, bytes/s (math.MaxInt64: no
+	// throttle). Usually set dynamically; read them through
+	// Broker.ReplicationThrottles.
+	LeaderReplicationThrottledRate   int64
+	FollowerReplicationThrottledRate int64
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/replication"
 )
 
 // Kafka's config types, as DescribeConfigs v3+ reports them.
@@ -148,6 +150,11 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return &c.DeleteTopicEnable }},
 	{name: "unclean.leader.election.enable", typ: typeBool, def: "false", scope: clusterWide, topic: "unclean.leader.election.enable",
 		doc: "allow out-of-sync replicas to lead", field: func(c *Config) any { return &c.UncleanLeaderElection }},
+	// Topic-only keys of replication throttles (no broker default in
+	// Kafka; a server.properties line sets nothing): the replica fetchers
+	// and the leader read a topic's value from its overrides.
+	throttledReplicasKey("leader.replication.throttled.replicas", "replicas (partition:broker, or *) whose followers' fetches a leader throttles"),
+	throttledReplicasKey("follower.replication.throttled.replicas", "replicas (partition:broker, or *) a follower throttles its fetches of"),
 
 	// Log segments, retention and flushing: broker defaults of topic keys.
 	{name: "log.segment.bytes", typ: typeInt, def: "1073741824", min: 14, max: maxInt32, scope: clusterWide, topic: "segment.bytes",
@@ -245,6 +252,9 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return &c.InterBrokerListenerName }},
 	{name: "broker.rack", typ: typeString, doc: "rack of this broker, for rack-aware replica placement",
 		field: func(c *Config) any { return &c.BrokerRack }},
+	{name: "replica.selector.class", typ: typeString, oneOf: []string{rackAwareSelector, leaderSelector},
+		doc:   "where consumers that name their rack read: " + rackAwareSelector + " sends them to an in-sync replica in their rack (KIP-392); unset or " + leaderSelector + ": the leader",
+		field: func(c *Config) any { return &c.ReplicaSelectorClass }},
 	{name: "auto.leader.rebalance.enable", typ: typeBool, def: "true", doc: "move leadership back to preferred replicas",
 		field: func(c *Config) any { return &c.AutoLeaderRebalance }},
 	{name: "leader.imbalance.check.interval.seconds", typ: typeLong, def: "300", min: 1, max: maxLong,
@@ -257,6 +267,13 @@ var configKeys = []configKey{
 		field: func(c *Config) any { return millis{&c.BrokerSessionTimeout} }},
 	{name: "replica.lag.time.max.ms", typ: typeLong, def: "30000", min: 0, max: maxLong, doc: "a follower behind this long leaves the ISR",
 		field: func(c *Config) any { return millis{&c.ReplicaLagTimeMax} }},
+	// Replication throttles (Kafka's DynamicConfig.Broker): bytes/s of
+	// throttled replicas' traffic; the replica fetcher reads them through
+	// Broker.ReplicationThrottles.
+	{name: "leader.replication.throttled.rate", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide,
+		doc: "bytes/s a leader sends to followers of throttled replicas", field: func(c *Config) any { return &c.LeaderReplicationThrottledRate }},
+	{name: "follower.replication.throttled.rate", typ: typeLong, def: "9223372036854775807", min: 0, max: maxLong, scope: clusterWide,
+		doc: "bytes/s a follower fetches for throttled replicas", field: func(c *Config) any { return &c.FollowerReplicationThrottledRate }},
 
 	// Sluice's own: the network backend of `sluice serve` (flags --net and
 	// --net-loops override; SLUICE_NET sets the default).
@@ -273,6 +290,19 @@ var configKeys = []configKey{
 	ignored("num.recovery.threads.per.data.dir", typeInt),
 	ignored("transaction.state.log.replication.factor", typeInt), ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
+}
+
+// throttledReplicasKey is a topic's list of throttled replicas, checked
+// as Kafka's ThrottledReplicaListValidator does.
+func throttledReplicasKey(name, doc string) configKey {
+	return configKey{name: name, typ: typeList, topic: name, scope: clusterWide, doc: doc,
+		get: func(*Config) string { return "" },
+		set: func(_ *Config, v string) error {
+			if !replication.ValidThrottledReplicas(v) {
+				return errors.New("must be * or a list of partition:broker")
+			}
+			return nil
+		}}
 }
 
 func ignored(name string, typ kmsg.ConfigType) configKey {

@@ -31,6 +31,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		ProcessRoles: "broker,controller", ControllerListenerName: "CONTROLLER", InterBrokerListenerName: "PLAINTEXT",
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
+		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
@@ -151,6 +152,8 @@ func TestBoundsAsBefore(t *testing.T) {
 		// The cluster's keys (new with the cluster).
 		"broker.heartbeat.interval.ms": {1, i32}, "broker.session.timeout.ms": {1, i32}, "replica.lag.time.max.ms": {0, i64},
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
+		// Dynamic-only in Kafka: the replication throttles.
+		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
 	}
 	for i := range configKeys {
 		k := &configKeys[i]

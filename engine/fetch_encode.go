@@ -13,7 +13,7 @@ package engine
 //	    Partition int32, ErrorCode int16, HighWatermark int64
 //	    LastStableOffset int64, LogStartOffset int64 (v5+)
 //	    AbortedTransactions nullable [ProducerID int64, FirstOffset int64]
-//	    PreferredReadReplica int32                        v11+
+//	    PreferredReadReplica int32                        v11+ (KIP-392)
 //	    Records nullable bytes   <- length prefix here, then the file region
 //	    tags: 0 DivergingEpoch, 1 CurrentLeader           v12+
 //	  ]
@@ -124,7 +124,7 @@ func (f *fetch) encodePartition(w *frameWriter, fp *fetchPart) {
 		*b = appendNullArray(*b, flex)
 	}
 	if f.version >= 11 {
-		*b = binary.BigEndian.AppendUint32(*b, ^uint32(0)) // preferred read replica: -1
+		*b = binary.BigEndian.AppendUint32(*b, uint32(fp.preferred)) // -1: read here
 	}
 	if flex {
 		*b = binary.AppendUvarint(*b, uint64(fp.records.Len)+1)

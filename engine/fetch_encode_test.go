@@ -48,11 +48,17 @@ func sampleFetch(b *Broker, file *os.File, version int16) *fetch {
 		{topicName: "alpha", topicID: [16]byte{1}, partition: 2, err: kerr.OffsetOutOfRange.Code, hw: -1, logStart: -1, divergingEpoch: -1, leaderEpoch: -1},
 		{topicName: "beta", topicID: [16]byte{2}, partition: 5, hw: 7, logStart: 0, records: reg(0, 1), divergingEpoch: -1, leaderEpoch: -1},
 	}
+	for i := range f.parts {
+		f.parts[i].preferred = -1
+	}
+	if version >= 11 { // KIP-392: read elsewhere, no records
+		f.parts = append(f.parts, fetchPart{topicName: "beta", topicID: [16]byte{2}, partition: 8, hw: 9, logStart: 1, divergingEpoch: -1, leaderEpoch: -1, preferred: 3})
+	}
 	if version >= 12 {
-		f.parts = append(f.parts, fetchPart{topicName: "beta", topicID: [16]byte{2}, partition: 6, hw: 9, logStart: 1, divergingEpoch: 3, divergingEnd: 8, leaderEpoch: -1})
+		f.parts = append(f.parts, fetchPart{topicName: "beta", topicID: [16]byte{2}, partition: 6, hw: 9, logStart: 1, divergingEpoch: 3, divergingEnd: 8, leaderEpoch: -1, preferred: -1})
 	}
 	if version >= 16 {
-		f.parts = append(f.parts, fetchPart{topicName: "beta", topicID: [16]byte{2}, partition: 7, err: kerr.FencedLeaderEpoch.Code, hw: -1, logStart: -1, divergingEpoch: -1, leaderEpoch: 4})
+		f.parts = append(f.parts, fetchPart{topicName: "beta", topicID: [16]byte{2}, partition: 7, err: kerr.FencedLeaderEpoch.Code, hw: -1, logStart: -1, divergingEpoch: -1, leaderEpoch: 4, preferred: -1})
 	}
 	return f
 }
@@ -148,8 +154,8 @@ func checkPartition(t testing.TB, f *fetch, fp *fetchPart, data []byte, p *kmsg.
 	if wantNull := f.isolation != fetchTxnCommitted || fp.err != 0; (p.AbortedTransactions == nil) != wantNull || len(p.AbortedTransactions) != 0 {
 		t.Fatalf("v%d: aborted transactions %v, want null=%v", v, p.AbortedTransactions, wantNull)
 	}
-	if p.PreferredReadReplica != -1 {
-		t.Fatalf("v%d: preferred read replica %d", v, p.PreferredReadReplica)
+	if v >= 11 && p.PreferredReadReplica != fp.preferred {
+		t.Fatalf("v%d: preferred read replica %d, want %d", v, p.PreferredReadReplica, fp.preferred)
 	}
 	want := data[fp.records.Pos : fp.records.Pos+fp.records.Len]
 	if !bytes.Equal(p.RecordBatches, want) || p.RecordBatches == nil {

@@ -25,8 +25,12 @@ package engine
 // it is full a new session takes the slot of the least recently used one
 // if that was idle for two minutes (Kafka's
 // min.incremental.fetch.session.eviction.ms), else of the smallest session
-// if the new one has more partitions; otherwise the client goes on without
-// a session. Partitions that returned records move to the back of the
+// it may evict if the new one has more partitions; otherwise the client
+// goes on without a session. Sessions of follower replicas are privileged,
+// as in Kafka: a consumer's session never evicts one that is in use, so a
+// flood of consumer sessions cannot turn a follower's fetches into full
+// fetches of every partition it replicates; a follower's evicts the
+// smallest consumer's, whatever its size. Partitions that returned records move to the back of the
 // session's order, so a partition that fills max.bytes cannot starve the
 // others.
 
@@ -60,6 +64,9 @@ func newFetchSessionCache(max int) *fetchSessionCache {
 type fetchSession struct {
 	id       int32
 	lastUsed atomic.Int64 // unix nanoseconds
+	// privileged: a follower replica's session (fetch with a replica
+	// id), which only another privileged session may evict while used.
+	privileged bool
 
 	mu struct {
 		sync.Mutex
@@ -129,7 +136,7 @@ func (c *fetchSessionCache) remove(id int32) {
 
 // startSession creates a session holding f's partitions, if there is room.
 func (c *fetchSessionCache) startSession(f *fetch) {
-	s := &fetchSession{}
+	s := &fetchSession{privileged: f.replica >= 0}
 	s.mu.epoch = 1
 	s.mu.usesTopicIDs = f.version >= 13
 	s.mu.index = make(map[sessionKey]*sessionPart, len(f.parts))
@@ -155,7 +162,7 @@ func (c *fetchSessionCache) admit(s *fetchSession, now time.Time) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.sessions) >= c.max && !c.evictFor(len(s.mu.parts), now) {
+	if len(c.sessions) >= c.max && !c.evictFor(len(s.mu.parts), s.privileged, now) {
 		return false
 	}
 	for s.id == 0 || c.sessions[s.id] != nil {
@@ -166,28 +173,46 @@ func (c *fetchSessionCache) admit(s *fetchSession, now time.Time) bool {
 	return true
 }
 
-// evictFor frees a slot for a session of size partitions. Called with c.mu
-// held on a full cache.
-func (c *fetchSessionCache) evictFor(size int, now time.Time) bool {
-	var lru, smallest *fetchSession
-	smallestSize := 0
+// evictFor frees a slot for a session of size partitions, privileged
+// when a follower's. Called with c.mu held on a full cache.
+func (c *fetchSessionCache) evictFor(size int, privileged bool, now time.Time) bool {
+	var lru, least *fetchSession
+	var leastValue sessionValue
 	for _, s := range c.sessions {
 		if lru == nil || s.lastUsed.Load() < lru.lastUsed.Load() {
 			lru = s
 		}
-		if n := s.size(); smallest == nil || n < smallestSize {
-			smallest, smallestSize = s, n
+		if s.privileged && !privileged {
+			continue // only a follower may evict a follower's session
+		}
+		if v := (sessionValue{s.privileged, s.size()}); least == nil || v.less(leastValue) {
+			least, leastValue = s, v
 		}
 	}
 	switch {
 	case lru != nil && now.UnixNano()-lru.lastUsed.Load() > int64(sessionEvictionAge):
 		delete(c.sessions, lru.id)
-	case smallest != nil && smallestSize < size:
-		delete(c.sessions, smallest.id)
+	case least != nil && leastValue.less(sessionValue{privileged, size}):
+		delete(c.sessions, least.id)
 	default:
 		return false
 	}
 	return true
+}
+
+// sessionValue orders sessions for eviction, as Kafka's cache does: a
+// follower's above any consumer's, then the one with more partitions
+// (the larger saves more by being incremental).
+type sessionValue struct {
+	privileged bool
+	size       int
+}
+
+func (a sessionValue) less(b sessionValue) bool {
+	if a.privileged != b.privileged {
+		return b.privileged
+	}
+	return a.size < b.size
 }
 
 func (s *fetchSession) size() int {
@@ -304,7 +329,7 @@ func (s *fetchSession) finish(f *fetch) {
 		if sp == nil {
 			continue
 		}
-		changed := fp.records.Len > 0 || fp.err != 0 || fp.divergingEpoch >= 0 ||
+		changed := fp.records.Len > 0 || fp.err != 0 || fp.divergingEpoch >= 0 || fp.preferred >= 0 ||
 			fp.hw != sp.hw || fp.logStart != sp.logStart
 		fp.omit = f.incremental && !changed
 		sp.hw, sp.logStart, sp.hadRecords = fp.hw, fp.logStart, fp.records.Len > 0

@@ -207,6 +207,10 @@ func (p *Partition) lead(self int32, pi *metadata.PartitionImage) {
 	}
 	l := p.mu.leader
 	if l != nil && l.Epoch() == epoch {
+		if !slices.Equal(l.Replicas(), pi.Replicas) { // a reassignment adds or drops followers
+			l.SetReplicas(pi.Replicas)
+			p.role.Store(&partitionRole{leader: true, leaderID: -1, epoch: epoch, self: self, replicas: slices.Clone(pi.Replicas)})
+		}
 		if pi.PartitionEpoch > l.PartitionEpoch() {
 			l.OnISRCommitted(pi.ISR, pi.PartitionEpoch)
 		}
@@ -236,7 +240,7 @@ func (p *Partition) follow(self int32, pi *metadata.PartitionImage) {
 	}
 	due := p.becomeFollowerLocked(self, pi.Leader, pi.LeaderEpoch, pi.Replicas)
 	if pi.Leader >= 0 {
-		p.mu.follower, _ = replication.NewFollower(pi.Leader, pi.LeaderEpoch, p.log)
+		p.mu.follower, _ = replication.NewFetchingFollower(pi.Leader, pi.LeaderEpoch, p.log)
 	}
 	p.mu.Unlock()
 	p.releaseWaiters(due)

@@ -12,6 +12,9 @@ package engine
 import (
 	"errors"
 	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-broker/sluice/replication"
 	"github.com/sluice-broker/sluice/storage"
@@ -85,6 +88,9 @@ type followPosition struct {
 	truncating bool  // waiting for OffsetForLeaderEpoch(askEpoch)
 	askEpoch   int32
 	offset     int64 // next offset to fetch (not truncating)
+	// lastEpoch is the log's latest epoch, named in the fetch so the
+	// leader can answer DivergingEpoch (-1: none).
+	lastEpoch int32
 }
 
 // followPosition returns where the fetcher of broker leader stands with p;
@@ -96,7 +102,8 @@ func (p *Partition) followPosition(leader int32) (followPosition, bool) {
 	if f == nil || f.Leader != leader {
 		return followPosition{}, false
 	}
-	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(), offset: f.FetchOffset()}
+	pos := followPosition{epoch: f.Epoch, truncating: f.Phase() == replication.Truncating, askEpoch: f.AskedEpoch(),
+		offset: f.FetchOffset(), lastEpoch: f.LastFetchedEpoch(p.log)}
 	return pos, true
 }
 
@@ -121,15 +128,17 @@ func (p *Partition) onEpochEndOffset(leader, epoch, leaderEpoch int32, endOffset
 	return p.stepLocked(f, f.OnEpochEndOffset(leaderEpoch, endOffset, p.log, p.log.HighWatermark()))
 }
 
-// onDivergingEpoch handles a fetch answer naming where the log diverges.
-func (p *Partition) onDivergingEpoch(leader, epoch, divEpoch int32, divEnd int64) error {
+// onDivergingEpoch handles a fetch answer naming where the log diverges
+// from the leader's; lastEpoch and fetchOffset are what the fetch named. A
+// stale answer (the log moved since) changes nothing.
+func (p *Partition) onDivergingEpoch(leader, epoch, lastEpoch int32, fetchOffset int64, divEpoch int32, divEnd int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	f := p.followerLocked(leader, epoch)
-	if f == nil {
+	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset || f.LastFetchedEpoch(p.log) != lastEpoch {
 		return nil
 	}
-	return p.stepLocked(f, f.OnDivergingEpoch(divEpoch, divEnd, p.log, p.log.HighWatermark()))
+	return p.stepLocked(f, f.OnDivergingEpoch(lastEpoch, divEpoch, divEnd, p.log, p.log.HighWatermark()))
 }
 
 // onFetchOutOfRange handles OFFSET_OUT_OF_RANGE for the fetch offset.
@@ -146,10 +155,21 @@ func (p *Partition) onFetchOutOfRange(leader, epoch int32, leaderLogStart int64)
 // appendFetched appends what the leader returned for fetchOffset and
 // takes its high watermark and log start (records the leader deleted go
 // here too, as in Kafka). Batches that do not continue the log (the
-// fetcher's view was stale) send the follower back to truncation.
+// fetcher's view was stale) send the follower back to truncation. A high
+// watermark move wakes consumers parked on this follower (KIP-392).
 func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	hw := p.log.HighWatermark()
+	err := p.appendFetchedLocked(leader, epoch, fetchOffset, records, leaderHW, leaderLogStart)
+	moved := p.log.HighWatermark() > hw
+	p.mu.Unlock()
+	if moved && p.waiters != nil {
+		p.waiters.wake(p, max(int64(len(records)), 1))
+	}
+	return err
+}
+
+func (p *Partition) appendFetchedLocked(leader, epoch int32, fetchOffset int64, records []byte, leaderHW, leaderLogStart int64) error {
 	f := p.followerLocked(leader, epoch)
 	if f == nil || f.Phase() != replication.Fetching || f.FetchOffset() != fetchOffset {
 		return nil
@@ -200,3 +220,134 @@ func followerAppend(l *storage.Log, records []byte) error {
 func followerTruncate(l *storage.Log, offset int64) error { return l.TruncateTo(offset) }
 
 func followerReset(l *storage.Log, offset int64) error { return l.TruncateFullyAndStartAt(offset) }
+
+// ---- reading from followers (KIP-392) ----
+
+// The replica.selector.class values Sluice serves: Kafka's class names.
+const (
+	rackAwareSelector = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+	leaderSelector    = "org.apache.kafka.common.replica.LeaderSelector"
+)
+
+// preferredReadReplica is where a consumer in rack, fetching at offset,
+// should read from, as Kafka's RackAwareReplicaSelector picks: the leader
+// itself (-1) when it is in that rack; else the in-sync follower in that
+// rack that has offset and the most records; else the leader. b names the
+// brokers' racks. Only a leader redirects.
+func (p *Partition) preferredReadReplica(rack string, offset int64, b *Broker) int32 {
+	self := p.role.Load().self
+	if b.rackOf(self) == rack {
+		return -1
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.mu.leader
+	if l == nil {
+		return -1
+	}
+	best, bestLEO := int32(-1), int64(-1)
+	for _, id := range l.ISR() {
+		leo := l.FollowerLEO(id)
+		if id == self || leo < offset || leo <= bestLEO || b.rackOf(id) != rack {
+			continue
+		}
+		best, bestLEO = id, leo
+	}
+	return best
+}
+
+// rackOf is broker id's broker.rack ("" when unset or unknown): this
+// broker's from its config, the others' from their registrations.
+func (b *Broker) rackOf(id int32) string {
+	if id == b.cfg.NodeID {
+		return b.cfg.BrokerRack
+	}
+	if br, ok := b.image().Broker(id); ok && br.Rack != nil {
+		return *br.Rack
+	}
+	return ""
+}
+
+// checkReadable is checkLeader for a consumer that may read from a
+// follower (Fetch v11+, KIP-392): a follower of a live leader serves it
+// too, with the same epoch fencing against the epoch it follows.
+func (p *Partition) checkReadable(epoch int32) int16 {
+	r := p.role.Load()
+	if r.leader {
+		return p.checkLeader(epoch)
+	}
+	switch {
+	case r.leaderID < 0 || !slices.Contains(r.replicas, r.self):
+		return kerr.NotLeaderForPartition.Code
+	case epoch < 0:
+		return 0
+	case epoch < r.epoch:
+		return kerr.FencedLeaderEpoch.Code
+	case epoch > r.epoch:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+// ---- replication throttles (KIP-73) ----
+
+// Topic configs naming a topic's throttled replicas.
+const (
+	leaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	followerThrottledReplicas = "follower.replication.throttled.replicas"
+)
+
+// throttledList is a topic's throttled-replicas config ("" none).
+func (p *Partition) throttledList(key string) string {
+	if p.Topic == nil || p.Topic.overrides.Load() == nil {
+		return ""
+	}
+	return p.Topic.Overrides()[key]
+}
+
+// leaderThrottled reports whether the leader throttles its answers to
+// follower replica: the topic names this broker's replica of p in
+// leader.replication.throttled.replicas, and the follower is not in the
+// ISR (an in-sync replica is never throttled).
+func (p *Partition) leaderThrottled(replica int32) bool {
+	list := p.throttledList(leaderThrottledReplicas)
+	if list == "" || !replication.ThrottledReplica(list, p.Index, p.role.Load().self) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := p.mu.leader
+	return l != nil && !slices.Contains(l.ISR(), replica)
+}
+
+// followerThrottled reports whether this follower (broker self) throttles
+// its fetches of p: follower.replication.throttled.replicas names it.
+// (Whether it is in sync is the fetcher's to know.)
+func (p *Partition) followerThrottled(self int32) bool {
+	list := p.throttledList(followerThrottledReplicas)
+	return list != "" && replication.ThrottledReplica(list, p.Index, self)
+}
+
+// replicationQuota is a replication.Quota shared by a broker's fetches.
+type replicationQuota struct {
+	mu sync.Mutex
+	q  replication.Quota
+}
+
+func (q *replicationQuota) exceeded(rate int64) bool {
+	if rate == replication.Unthrottled {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.q.Exceeded(rate, wallMs())
+}
+
+func (q *replicationQuota) record(n, rate int64) {
+	if rate == replication.Unthrottled || n == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.q.Record(n, rate, wallMs())
+}

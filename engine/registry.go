@@ -5,7 +5,8 @@ package engine
 // syncPartitions opens the logs of partitions the image places here
 // (replicas contain node.id), sets their role from the image, applies
 // changed topic configs to them, and closes and deletes the logs of topics
-// the image no longer has. Handlers find what is open through b.Topic,
+// the image no longer has and of partitions a reassignment moved away
+// (left over from a time the broker was down, too). Handlers find what is open through b.Topic,
 // b.TopicByID, b.Topics and t.Partition, which read a copy-on-write set
 // without locks.
 
@@ -13,6 +14,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -204,15 +206,21 @@ func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[stri
 }
 
 // syncRoles gives each partition of t the image has assigned here the
-// role the image says (applyImageRole), and opens those newly assigned
-// here. (A partition the image moves away keeps its log until the
-// reassignment work closes it.)
+// role the image says (applyImageRole), opens those newly assigned here
+// and deletes those a reassignment moved away (after publishing the
+// partitions without them, as a topic deletion does).
 func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition) error {
-	var opened []*Partition
+	var opened, moved []*Partition
 	var errs []error
 	for i, p := range parts {
 		pi := &ti.Partitions[i]
 		switch {
+		case p != nil && !pi.Hosts(b.cfg.NodeID):
+			if opened == nil {
+				opened = slices.Clone(parts)
+			}
+			opened[i] = nil
+			moved = append(moved, p)
 		case p != nil:
 			b.applyImageRole(p, pi)
 		case pi.Hosts(b.cfg.NodeID):
@@ -229,6 +237,10 @@ func (b *Broker) syncRoles(t *Topic, ti *metadata.TopicImage, parts []*Partition
 	}
 	if opened != nil {
 		t.parts.Store(&opened)
+	}
+	for _, p := range moved {
+		errs = append(errs, p.delete())
+		b.log.Info("deleted partition moved away", "topic", t.Name, "partition", p.Index)
 	}
 	return cmp.Or(errs...)
 }
@@ -252,7 +264,7 @@ func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from in
 			// A partition hosted elsewhere has no log here; its slot stays
 			// nil (syncRoles opens it if the image later places it here).
 			// A single node hosts every one.
-			return nil
+			return b.removeLeftover(t, from+int32(i))
 		}
 		p, err := b.openPartition(t, from+int32(i), &pis[i])
 		parts[i] = p
@@ -263,6 +275,21 @@ func (b *Broker) openPartitions(t *Topic, pis []metadata.PartitionImage, from in
 		return nil, err
 	}
 	return parts, nil
+}
+
+// removeLeftover deletes the directory of partition i of t on a broker
+// the image does not place it on: what is left when a reassignment moved
+// the partition away while this broker was down. The image is the
+// committed one (each metadata read brings a broker to the log's end), so
+// the partition can only come back here as a new replica that copies the
+// leader's log afresh; these bytes are never needed again.
+func (b *Broker) removeLeftover(t *Topic, i int32) error {
+	dir := filepath.Join(b.cfg.DataDir, t.Name+"-"+strconv.Itoa(int(i)))
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	b.log.Info("deleting the log of a partition no longer assigned here", "topic", t.Name, "partition", i)
+	return os.RemoveAll(dir)
 }
 
 // openWorkers bounds how many logs open or close at once.

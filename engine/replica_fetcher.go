@@ -10,20 +10,29 @@ package engine
 // 10,000 loops, and an idle round trip carries no partitions at all. Each
 // round:
 //
-//  1. partitions whose replication.Follower is truncating ask the leader
-//     where their latest epoch ends (OffsetForLeaderEpoch v4) and truncate
-//     there (Partition.onEpochEndOffset → storage TruncateTo);
+//  1. a partition that becomes a follower fetches at once from its log
+//     end, naming its latest epoch (LastFetchedEpoch, KIP-595's
+//     truncation on fetch, as Kafka 2.7+ replicas do); partitions whose
+//     replication.Follower still needs a question answered (an epoch of
+//     the leader's this log lacks, KIP-279, or an out-of-range fetch)
+//     ask the leader where their epoch ends (OffsetForLeaderEpoch v4)
+//     and truncate there (Partition.onEpochEndOffset → storage
+//     TruncateTo);
 //  2. one Fetch v15 (ReplicaState.ID = this broker, the followed leader
 //     epoch, min bytes 1, max wait 500 ms) in the session: only partitions
-//     whose fetch offset changed are sent, those that stopped fetching
-//     (truncating, backing off, moved away) are forgotten;
+//     whose fetch offset or last epoch changed are sent, those that
+//     stopped fetching (truncating, backing off, moved away, or held back
+//     by follower.replication.throttled.rate: a throttled replica not
+//     caught up, while the quota is spent) are forgotten;
 //  3. each partition's records are appended as the leader wrote them
 //     (AppendAsFollower) and the leader's high watermark taken; a
-//     diverging epoch goes back to the state machine; OFFSET_OUT_OF_RANGE
-//     asks the leader's log start (ListOffsets earliest, as Kafka's
-//     follower does) and the state machine resets the log there
-//     (TruncateFullyAndStartAt) or truncates by epoch again; leader-side
-//     errors (an image behind on either side) back the partition off.
+//     DivergingEpoch answer goes to the state machine, which truncates
+//     where the leader says the logs part (never before that answer);
+//     OFFSET_OUT_OF_RANGE asks the leader's log start (ListOffsets
+//     earliest, as Kafka's follower does) and the state machine resets
+//     the log there (TruncateFullyAndStartAt) or truncates by epoch
+//     again; leader-side errors (an image behind on either side) back
+//     the partition off.
 //
 // A partition moves to another fetcher when its leader changes
 // (replicaManager.follow). The request and response buffers are reused;
@@ -42,6 +51,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,6 +82,14 @@ type replicaManager struct {
 	lagTimeMax time.Duration
 	log        *slog.Logger
 	link       linkSlot
+	isr        *isrSender // batches ISR proposals into AlterPartition requests
+
+	// leaderQuota and followerQuota measure the bytes of throttled
+	// replicas this broker sends as a leader and fetches as a follower.
+	leaderQuota, followerQuota replicationQuota
+	// rates reads the throttle rates (Broker.ReplicationThrottles, at
+	// every use: they may change at run time); nil: none.
+	rates atomic.Pointer[func() (leader, follower int64)]
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -94,6 +112,7 @@ func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
 	if m.lagTimeMax <= 0 {
 		m.lagTimeMax = 30 * time.Second
 	}
+	m.isr = newISRSender(m)
 	m.mu.fetchers = map[int32]*replicaFetcher{}
 	m.mu.following = map[*Partition]int32{}
 	m.mu.leading = map[*Partition]struct{}{}
@@ -103,6 +122,15 @@ func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
 }
 
 func (m *replicaManager) lagTimeMaxMs() int64 { return m.lagTimeMax.Milliseconds() }
+
+// throttleRates is leader.replication.throttled.rate and
+// follower.replication.throttled.rate now.
+func (m *replicaManager) throttleRates() (leader, follower int64) {
+	if f := m.rates.Load(); f != nil {
+		return (*f)()
+	}
+	return replication.Unthrottled, replication.Unthrottled
+}
 
 // fetchWait is the fetchers' max wait: Kafka's 500 ms, but well inside
 // replica.lag.time.max.ms (Kafka requires replica.fetch.wait.max.ms below
@@ -149,18 +177,10 @@ func (m *replicaManager) lead(p *Partition, replicated bool) {
 	}
 }
 
-// alterPartition sends an ISR proposal to the controller on a goroutine
-// of its own; a refusal lets the Leader propose again later. Shutdown does
-// not wait for it (an unreachable controller must not hold the broker
-// up); a late answer finds the partition closed and changes nothing.
+// alterPartition queues an ISR proposal for the controller; the sender
+// batches it with the others made meanwhile (cluster_link.go).
 func (m *replicaManager) alterPartition(p *Partition, prop *replication.ISRProposal) {
-	go func() {
-		err := m.link.load().AlterPartition(p.Topic.ID, p.Index, prop.LeaderEpoch, prop.PartitionEpoch, prop.ISR)
-		if err != nil {
-			m.log.Debug("AlterPartition refused", "topic", p.Topic.Name, "partition", p.Index, "isr", prop.ISR, "err", err)
-			p.isrRejected(prop)
-		}
-	}()
+	m.isr.enqueue(p, prop)
 }
 
 // tickLoop runs the ISR shrink check of every replicated partition led
@@ -252,11 +272,19 @@ type fetcherPart struct {
 	pos followPosition
 	ok  bool // pos is current (p still follows this leader)
 	// inSession: the session has the partition at sentOffset/sentEpoch.
-	inSession  bool
-	sentOffset int64
-	sentEpoch  int32
+	inSession     bool
+	sentOffset    int64
+	sentEpoch     int32
+	sentLastEpoch int32 // the LastFetchedEpoch sent
 	// backoff: no fetching before this time (a leader-side error).
 	backoff time.Time
+	// caughtUp: the last answer left the log at the leader's high
+	// watermark (Kafka's isReplicaInSync for throttling: an in-sync
+	// follower is never throttled).
+	caughtUp bool
+	// throttled: the partition's bytes in the answer to the request in
+	// flight count against follower.replication.throttled.rate.
+	throttled bool
 }
 
 func newReplicaFetcher(m *replicaManager, leader int32) *replicaFetcher {
@@ -563,20 +591,24 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 	req.SessionID, req.SessionEpoch = f.session.id, f.session.epoch
 	full := f.session.epoch == 0
 	now := time.Now()
+	_, rate := f.m.throttleRates()
 	fetching := 0
 	for _, fp := range f.parts {
 		fetchable := fp.ok && !fp.pos.truncating && !now.Before(fp.backoff)
+		if fetchable && f.throttle(fp, rate) {
+			fetchable = false // over follower.replication.throttled.rate: not this round
+		}
 		if full {
 			fp.inSession = false
 		}
 		switch {
 		case fetchable:
 			fetching++
-			if fp.inSession && fp.sentOffset == fp.pos.offset && fp.sentEpoch == fp.pos.epoch {
+			if fp.inSession && fp.sentOffset == fp.pos.offset && fp.sentEpoch == fp.pos.epoch && fp.sentLastEpoch == fp.pos.lastEpoch {
 				continue
 			}
 			topics = addFetchPart(topics, fp)
-			fp.inSession, fp.sentOffset, fp.sentEpoch = true, fp.pos.offset, fp.pos.epoch
+			fp.inSession, fp.sentOffset, fp.sentEpoch, fp.sentLastEpoch = true, fp.pos.offset, fp.pos.epoch, fp.pos.lastEpoch
 		case fp.inSession:
 			forgotten = addForgotten(forgotten, fp)
 			fp.inSession = false
@@ -589,6 +621,16 @@ func (f *replicaFetcher) buildFetch() *kmsg.FetchRequest {
 	return req
 }
 
+// throttle decides whether fp's bytes count against the follower's
+// throttle rate this round (fp.throttled) and whether the quota holds
+// the partition back: only a replica the topic names in
+// follower.replication.throttled.replicas that is not caught up, as in
+// Kafka.
+func (f *replicaFetcher) throttle(fp *fetcherPart, rate int64) (wait bool) {
+	fp.throttled = rate != replication.Unthrottled && !fp.caughtUp && fp.p.followerThrottled(f.m.self)
+	return fp.throttled && f.m.followerQuota.exceeded(rate)
+}
+
 func addFetchPart(topics []kmsg.FetchRequestTopic, fp *fetcherPart) []kmsg.FetchRequestTopic {
 	id := fp.p.Topic.ID
 	if n := len(topics); n == 0 || topics[n-1].TopicID != id {
@@ -596,7 +638,7 @@ func addFetchPart(topics []kmsg.FetchRequestTopic, fp *fetcherPart) []kmsg.Fetch
 	}
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset = fp.p.Index, fp.pos.epoch, fp.pos.offset
-	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = -1, -1, replicaPartitionBytes
+	rp.LastFetchedEpoch, rp.LogStartOffset, rp.PartitionMaxBytes = fp.pos.lastEpoch, -1, replicaPartitionBytes
 	t := &topics[len(topics)-1]
 	t.Partitions = append(t.Partitions, rp)
 	return topics
@@ -640,9 +682,15 @@ func (f *replicaFetcher) fetchAnswer(topicID [16]byte, rp *kmsg.FetchResponseTop
 		fp.backoff = time.Now().Add(replicaFetchBackoff)
 		return
 	case rp.DivergingEpoch.EndOffset >= 0:
-		err = p.onDivergingEpoch(f.leader, epoch, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
+		err = p.onDivergingEpoch(f.leader, epoch, fp.sentLastEpoch, fp.sentOffset, rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset)
 	default:
-		err = p.appendFetched(f.leader, epoch, fp.sentOffset, wholeBatches(rp.RecordBatches), rp.HighWatermark, rp.LogStartOffset)
+		records := wholeBatches(rp.RecordBatches)
+		err = p.appendFetched(f.leader, epoch, fp.sentOffset, records, rp.HighWatermark, rp.LogStartOffset)
+		fp.caughtUp = p.LogEndOffset() >= rp.HighWatermark
+		if fp.throttled {
+			_, rate := f.m.throttleRates()
+			f.m.followerQuota.record(int64(len(records)), rate)
+		}
 	}
 	if err != nil {
 		f.m.log.Error("replica fetch failed", "topic", p.Topic.Name, "partition", p.Index, "err", err)

@@ -95,5 +95,7 @@ func TestFollowerFetchMovesHighWatermark(t *testing.T) {
 // proposal stays pending.
 type acceptingLink struct{}
 
-func (acceptingLink) AlterPartition([16]byte, int32, int32, int32, []int32) error { return nil }
-func (acceptingLink) BrokerAddr(int32) (string, bool)                             { return "", false }
+func (acceptingLink) AlterPartition(c []ISRChange) ([]error, error) {
+	return make([]error, len(c)), nil
+}
+func (acceptingLink) BrokerAddr(int32) (string, bool) { return "", false }

@@ -13,10 +13,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +44,9 @@ type testController struct {
 	down    map[int32]bool // stopped brokers get nothing
 	closed  bool           // the test is over: nothing more is committed
 	parts   map[ctlKey]*ctlPart
+	// alterRequests and alterCommits count AlterPartition requests and
+	// the commits they made.
+	alterRequests, alterCommits int
 }
 
 type ctlKey struct {
@@ -81,26 +87,46 @@ func (c *testController) BrokerAddr(id int32) (string, bool) {
 	return tb.Addr, true
 }
 
-// AlterPartition commits an ISR change based on the current epochs, as
-// the controller does (INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH
-// otherwise).
-func (c *testController) AlterPartition(topic [16]byte, partition, leaderEpoch, partitionEpoch int32, isr []int32) error {
+// AlterPartition commits ISR changes based on the current epochs, as the
+// controller does (INVALID_UPDATE_VERSION / FENCED_LEADER_EPOCH per
+// partition otherwise): the accepted ones as one commit, delivered once.
+func (c *testController) AlterPartition(changes []engine.ISRChange) ([]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.parts[ctlKey{topic, partition}]
-	switch {
-	case c.closed:
-		return errors.New("controller stopped")
-	case p == nil:
-		return kerr.UnknownTopicOrPartition
-	case leaderEpoch != p.leaderEpoch:
-		return kerr.FencedLeaderEpoch
-	case partitionEpoch != p.partitionEpoch:
-		return kerr.InvalidUpdateVersion
+	if c.closed {
+		return nil, errors.New("controller stopped")
 	}
-	c.appendLocked(metadata.PartitionChangeRecord{TopicID: topic, Partition: partition, Leader: metadata.NoLeaderChange, ISR: slices.Clone(isr)})
-	c.deliverAllLocked()
-	return nil
+	c.alterRequests++
+	errs := make([]error, len(changes))
+	var recs []metadata.Record
+	for i, ch := range changes {
+		p := c.parts[ctlKey{ch.TopicID, ch.Partition}]
+		switch {
+		case p == nil:
+			errs[i] = kerr.UnknownTopicOrPartition
+		case ch.LeaderEpoch != p.leaderEpoch:
+			errs[i] = kerr.FencedLeaderEpoch
+		case ch.PartitionEpoch != p.partitionEpoch:
+			errs[i] = kerr.InvalidUpdateVersion
+		default:
+			recs = append(recs, metadata.PartitionChangeRecord{TopicID: ch.TopicID, Partition: ch.Partition,
+				Leader: metadata.NoLeaderChange, ISR: slices.Clone(ch.ISR)})
+		}
+	}
+	if len(recs) > 0 {
+		c.alterCommits++
+		c.appendLocked(recs...)
+		c.deliverAllLocked()
+	}
+	return errs, nil
+}
+
+// alterCounts is how many AlterPartition requests came and how many
+// commits they made.
+func (c *testController) alterCounts() (requests, commits int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.alterRequests, c.alterCommits
 }
 
 // appendLocked adds records to the log and tracks the epochs they set.
@@ -359,6 +385,25 @@ func TestReplicationConsumersStopAtHighWatermark(t *testing.T) {
 	c.assertIdentical(t, "h", 1, []int32{1, 2})
 }
 
+// requestsServed is how many requests of API key b has served, read from
+// its /metrics as a scraper would.
+func requestsServed(t testing.TB, b *engine.Broker, key kmsg.Key) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	b.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	prefix := fmt.Sprintf("sluice_requests_total{api=%q} ", kmsg.NameForKey(key.Int16()))
+	for line := range strings.Lines(rec.Body.String()) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // lastOffset is the last offset of the batches (-1 for none).
 func lastOffset(t testing.TB, b []byte) int64 {
 	last := int64(-1)
@@ -423,9 +468,11 @@ func TestReplicationISRShrinkAndRejoin(t *testing.T) {
 // TestReplicationDivergentTailTruncated: broker 1 leads at epoch 0 and
 // writes records no follower fetches (its image still says it leads, while
 // broker 2's says broker 2 leads at epoch 1); broker 2 writes its own. When
-// broker 1 learns it follows broker 2 at epoch 1 it asks where epoch 0 ends
-// on broker 2 (OffsetForLeaderEpoch), cuts its tail there, fetches broker
-// 2's records and ends byte-identical to broker 2.
+// broker 1 learns it follows broker 2 at epoch 1 it fetches from its log
+// end naming epoch 0 (LastFetchedEpoch); broker 2 answers where its epoch
+// 0 ends (DivergingEpoch), and broker 1 cuts its tail there — with no
+// OffsetForLeaderEpoch round trip — fetches broker 2's records and ends
+// byte-identical to broker 2.
 func TestReplicationDivergentTailTruncated(t *testing.T) {
 	c := startCluster(t, 2)
 	id := c.createTopic("d", 1, []int32{1, 2}, nil)
@@ -457,6 +504,9 @@ func TestReplicationDivergentTailTruncated(t *testing.T) {
 	waitFor(t, "broker 1 to truncate and catch up", func() bool {
 		return p1.LogEndOffset() == 7 && p1.HighWatermark() == p2.HighWatermark()
 	})
+	if n := requestsServed(t, c.brokers[2].Broker, kmsg.OffsetForLeaderEpoch); n != 0 {
+		t.Errorf("broker 2 answered %v OffsetForLeaderEpoch requests; the fetch's DivergingEpoch should have settled it", n)
+	}
 	c.assertIdentical(t, "d", 2, []int32{1, 2})
 	waitFor(t, "broker 1 to rejoin the ISR", func() bool { return slices.Equal(p2.ISR(), []int32{1, 2}) })
 	if a := produceWithTimeout(rc2, -1, 10_000, "d", smallBatch(t, "after")); a.ErrorCode != 0 {

@@ -27,8 +27,13 @@
 //   - ISR changes are proposed to the controller one at a time and take
 //     effect only when the controller commits them (AlterPartition, KIP-497),
 //     so the leader and the controller never disagree on who may be elected.
-//   - A new follower asks the leader for the end offset of its own latest
-//     leader epoch (OffsetForLeaderEpoch, KIP-101/KIP-279) and truncates to
-//     where the histories agree before fetching; it never truncates below its
-//     high watermark without that answer.
+//   - A new follower fetches at once from its log end naming its latest
+//     leader epoch (Fetch v12+'s LastFetchedEpoch, NewFetchingFollower);
+//     the leader answers where the histories part (DivergingEpoch) and
+//     the follower truncates there. When that answer names an epoch the
+//     follower lacks it asks again (OffsetForLeaderEpoch, KIP-101/KIP-279;
+//     NewFollower starts with that question). It never truncates below its
+//     high watermark without the leader's answer.
+//   - Replication throttles (KIP-73, throttle.go): a byte-rate Quota with
+//     time as input, and the topics' throttled-replica lists.
 package replication

@@ -32,6 +32,10 @@ type Follower struct {
 	askedEpoch int32
 	// fetchOffset is the next offset to fetch. Valid in Fetching.
 	fetchOffset int64
+	// onFetch: the leader answers fetches with DivergingEpoch (Fetch
+	// v12+, KIP-595 as Kafka 2.7+ replicas use it), so fetches name the
+	// log's latest epoch and truncation waits for the leader's answer.
+	onFetch bool
 }
 
 // Step is what the driver must do next.
@@ -60,6 +64,30 @@ func NewFollower(leader, epoch int32, log EpochLog) (*Follower, Step) {
 		return f, f.fetchFrom(log.LogEndOffset())
 	}
 	return f, f.ask(latest)
+}
+
+// NewFetchingFollower starts following leader at epoch by fetching at once
+// from the log end, naming the log's latest epoch (LastFetchedEpoch): the
+// leader answers where the histories part if they do (DivergingEpoch,
+// OnDivergingEpoch), which saves the OffsetForLeaderEpoch round trip of
+// every partition on every leader change. Nothing is truncated before
+// that answer, so nothing below the high watermark is cut without the
+// leader's word. OffsetForLeaderEpoch remains for what a fetch answer
+// cannot settle: an epoch of the leader's that this log lacks (KIP-279)
+// and an offset the leader reports out of range.
+func NewFetchingFollower(leader, epoch int32, log EpochLog) (*Follower, Step) {
+	f := &Follower{Leader: leader, Epoch: epoch, onFetch: true}
+	return f, f.fetchFrom(log.LogEndOffset())
+}
+
+// LastFetchedEpoch is the epoch a fetch names for the log's tail (Fetch
+// v12+): the log's latest epoch for a follower truncating on fetch, -1
+// (none) otherwise or for a log without epochs.
+func (f *Follower) LastFetchedEpoch(log EpochLog) int32 {
+	if !f.onFetch {
+		return -1
+	}
+	return log.LatestEpoch()
 }
 
 // Phase reports the follower's phase.
@@ -143,11 +171,11 @@ func (f *Follower) OnOutOfRange(leaderLogStart, leaderLEO int64, log EpochLog) S
 
 // OnDivergingEpoch handles a fetch response that says the follower's log
 // diverges from the leader's at epoch/endOffset (Fetch v12+'s
-// DivergingEpoch): the same truncation as an OffsetForLeaderEpoch answer.
-func (f *Follower) OnDivergingEpoch(epoch int32, endOffset int64, log EpochLog, hw int64) Step {
-	// As if we had asked about our latest epoch and the leader answered
-	// with its own history.
-	f.phase, f.askedEpoch = Truncating, log.LatestEpoch()
+// DivergingEpoch, the leader's answer for lastFetchedEpoch, the epoch the
+// fetch named): the same truncation as an OffsetForLeaderEpoch answer for
+// it, or one more question when the leader's epoch is one this log lacks.
+func (f *Follower) OnDivergingEpoch(lastFetchedEpoch, epoch int32, endOffset int64, log EpochLog, hw int64) Step {
+	f.phase, f.askedEpoch = Truncating, lastFetchedEpoch
 	return f.OnEpochEndOffset(epoch, endOffset, log, hw)
 }
 

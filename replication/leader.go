@@ -254,3 +254,23 @@ func (l *Leader) Replicas() []int32 { return l.replicas }
 
 // PartitionEpoch is the partition epoch of the committed ISR.
 func (l *Leader) PartitionEpoch() int32 { return l.partitionEpoch }
+
+// SetReplicas applies a change of the replica set at the same leader
+// epoch (a reassignment adding or dropping replicas): a new replica starts
+// as a follower whose log end is unknown and that has never caught up, so
+// it joins the ISR only by fetching up to the high watermark; a removed
+// one is forgotten. The caller applies the committed ISR after it
+// (OnISRCommitted), which the controller keeps within the new set.
+func (l *Leader) SetReplicas(replicas []int32) {
+	l.replicas = slices.Clone(replicas)
+	for id := range l.followers {
+		if !slices.Contains(replicas, id) {
+			delete(l.followers, id)
+		}
+	}
+	for _, r := range replicas {
+		if r != l.self && l.followers[r] == nil {
+			l.followers[r] = &follower{leo: -1, lastFetchLeaderLEO: -1}
+		}
+	}
+}

@@ -193,6 +193,98 @@ func TestFollowerTruncation(t *testing.T) {
 	}
 }
 
+// leaderFetch is what a leader with log l answers a follower fetching at
+// offset with lastEpoch (Kafka's validation of Fetch v12+): where the
+// follower's history parts from its own (diverging), or out of range
+// when it cannot place the epoch.
+func leaderFetch(l epochLog, lastEpoch int32, offset int64) (epoch int32, end int64, diverging, outOfRange bool) {
+	if lastEpoch >= 0 {
+		epoch, end = l.EndOffsetForEpoch(lastEpoch)
+		if epoch < 0 || end < 0 || offset < l.start {
+			return -1, -1, false, true
+		}
+		if epoch < lastEpoch || end < offset {
+			return epoch, end, true, false
+		}
+	}
+	return -1, -1, false, offset < l.start || offset > l.leo
+}
+
+// TestFollowerTruncationOnFetch: the cases of TestFollowerTruncation with
+// truncation on fetch (KIP-595's DivergingEpoch, as Kafka 2.7+ replicas
+// do): the follower fetches at once naming its latest epoch, truncates
+// only when the leader's answer says where the logs part, and ends where
+// OffsetForLeaderEpoch would have taken it; OffsetForLeaderEpoch is asked
+// only for an epoch of the leader's this log lacks (KIP-279).
+func TestFollowerTruncationOnFetch(t *testing.T) {
+	cases := []struct {
+		name     string
+		follower epochLog
+		leader   epochLog
+		hw       int64
+		want     int64
+		asks     int
+	}{
+		{"same epoch, follower ahead: cut the unreplicated tail",
+			epochLog{[]int32{0, 1}, []int64{0, 5}, 12, 0}, epochLog{[]int32{0, 1}, []int64{0, 5}, 9, 0}, 5, 9, 0},
+		{"same epoch, follower behind: no truncation at all",
+			epochLog{[]int32{0, 1}, []int64{0, 5}, 7, 0}, epochLog{[]int32{0, 1}, []int64{0, 5}, 9, 0}, 5, 7, 0},
+		{"KIP-101: old leader's uncommitted epoch is cut at the new leader's",
+			epochLog{[]int32{0, 1}, []int64{0, 5}, 8, 0}, epochLog{[]int32{0, 2}, []int64{0, 5}, 9, 0}, 5, 5, 0},
+		{"KIP-279: an epoch the follower lacks is asked about",
+			epochLog{[]int32{0, 1, 3}, []int64{0, 3, 6}, 9, 0}, epochLog{[]int32{0, 2}, []int64{0, 4}, 10, 0}, 2, 3, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, s := NewFetchingFollower(2, 7, c.follower)
+			if s.AskEpoch >= 0 || s.TruncateTo >= 0 || s.FetchFrom != c.follower.leo || f.Phase() != Fetching {
+				t.Fatalf("first step %+v: want a fetch from the log end, nothing cut", s)
+			}
+			last := f.LastFetchedEpoch(c.follower)
+			epoch, end, diverging, oor := leaderFetch(c.leader, last, f.FetchOffset())
+			if oor {
+				t.Fatal("out of range")
+			}
+			if !diverging {
+				if c.want != c.follower.leo {
+					t.Fatalf("leader saw no divergence; want truncation to %d", c.want)
+				}
+				return
+			}
+			s = f.OnDivergingEpoch(last, epoch, end, c.follower, c.hw)
+			asks := 0
+			for s.AskEpoch >= 0 {
+				if asks++; asks > 5 {
+					t.Fatal("no convergence")
+				}
+				if s.TruncateTo >= 0 {
+					t.Fatalf("truncated to %d before the final answer", s.TruncateTo)
+				}
+				e, end := c.leader.EndOffsetForEpoch(s.AskEpoch)
+				s = f.OnEpochEndOffset(e, end, c.follower, c.hw)
+			}
+			if s.TruncateTo != c.want || s.FetchFrom != c.want || f.Phase() != Fetching {
+				t.Fatalf("step %+v, want truncate and fetch at %d", s, c.want)
+			}
+			if asks != c.asks {
+				t.Fatalf("%d OffsetForLeaderEpoch round trips, want %d", asks, c.asks)
+			}
+		})
+	}
+}
+
+func TestFollowerWithoutEpochsNamesNone(t *testing.T) {
+	log := epochLog{leo: 0}
+	f, _ := NewFetchingFollower(1, 3, log)
+	if e := f.LastFetchedEpoch(log); e != -1 {
+		t.Fatalf("last fetched epoch %d for a log without epochs", e)
+	}
+	f, _ = NewFollower(1, 3, epochLog{[]int32{2}, []int64{0}, 4, 0})
+	if e := f.LastFetchedEpoch(epochLog{[]int32{2}, []int64{0}, 4, 0}); e != -1 {
+		t.Fatalf("an OffsetForLeaderEpoch follower names epoch %d in fetches", e)
+	}
+}
+
 func TestEmptyFollowerFetchesAtOnce(t *testing.T) {
 	_, s := NewFollower(1, 3, epochLog{leo: 0})
 	if s.AskEpoch >= 0 || s.FetchFrom != 0 {
@@ -215,5 +307,58 @@ func TestFollowerHighWatermarkBoundedByOwnLog(t *testing.T) {
 	f, _ := NewFollower(1, 1, log)
 	if hw := f.OnFetched(40, 100); hw != 40 {
 		t.Fatalf("follower HW %d beyond its own log end", hw)
+	}
+}
+
+func TestQuotaAveragesTheRate(t *testing.T) {
+	var q Quota
+	const rate = 1000 // bytes/s
+	sent := int64(0)
+	for now := int64(1); now <= 10_000; now += 10 { // 10 s in 10 ms steps
+		if !q.Exceeded(rate, now) {
+			q.Record(300, rate, now) // a fetch's worth at a time
+			sent += 300
+		}
+	}
+	// One second's burst above 10 s of the rate, at most one send over.
+	if sent < 10_000 || sent > 11_000+300 {
+		t.Fatalf("sent %d bytes in 10 s at %d bytes/s", sent, rate)
+	}
+	var free Quota
+	for now := int64(1); now < 100; now++ {
+		free.Record(1<<30, Unthrottled, now)
+		if free.Exceeded(Unthrottled, now) {
+			t.Fatal("an unthrottled quota was exceeded")
+		}
+	}
+}
+
+func TestThrottledReplicaLists(t *testing.T) {
+	for _, c := range []struct {
+		list      string
+		partition int32
+		broker    int32
+		want      bool
+	}{
+		{"*", 3, 9, true},
+		{" * ", 3, 9, true},
+		{"", 0, 1, false},
+		{"0:1,1:2", 1, 2, true},
+		{"0:1, 1:2", 1, 2, true},
+		{"0:1,1:2", 1, 1, false},
+		{"10:1", 1, 1, false},
+	} {
+		if got := ThrottledReplica(c.list, c.partition, c.broker); got != c.want {
+			t.Errorf("ThrottledReplica(%q, %d, %d) = %v", c.list, c.partition, c.broker, got)
+		}
+	}
+	for list, valid := range map[string]bool{"*": true, "": true, "0:1,2:3": true, " 0 : 1 ": true,
+		"0:1,": true, "x": false, "0:-1": false, "1": false, "*,0:1": false, "0:99999999999": false} {
+		if ValidThrottledReplicas(list) != valid {
+			t.Errorf("ValidThrottledReplicas(%q) = %v", list, !valid)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { ThrottledReplica("0:1, 1:2, 2:3", 2, 3) }); n != 0 {
+		t.Fatalf("%v allocations per match", n)
 	}
 }
