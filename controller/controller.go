@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/sluice-broker/sluice/metadata"
 )
@@ -22,9 +21,13 @@ type Config struct {
 	// fenced (the fast path of docs/cluster.md).
 	ConnectionLostGraceMs int64
 	// UncleanLeaderElection is the broker default of
-	// unclean.leader.election.enable; a topic's ConfigRecord, or the
-	// cluster-wide broker config in the image, overrides it.
+	// unclean.leader.election.enable; a topic's ConfigRecord, this
+	// controller's own broker config or the cluster-wide one in the image
+	// overrides it (configs.go).
 	UncleanLeaderElection bool
+	// NodeID is the controller's node id, whose dynamic broker configs
+	// the decisions read as KRaft does; -1 for none.
+	NodeID int32
 	// DefaultPartitions and DefaultReplicationFactor are num.partitions and
 	// default.replication.factor, used when CreateTopics asks for -1.
 	DefaultPartitions        int32
@@ -33,7 +36,7 @@ type Config struct {
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig(clusterID string) Config {
-	return Config{ClusterID: clusterID, SessionTimeoutMs: 9000, ConnectionLostGraceMs: 500,
+	return Config{ClusterID: clusterID, SessionTimeoutMs: 9000, ConnectionLostGraceMs: 500, NodeID: -1,
 		DefaultPartitions: 1, DefaultReplicationFactor: 1}
 }
 
@@ -184,19 +187,6 @@ func (b *batch) image() metadata.Image {
 func (b *batch) records() []metadata.Record {
 	b.image()
 	return b.recs
-}
-
-// uncleanAllowed reports whether topic may elect a leader outside its
-// ISR: the topic's config, else the cluster-wide broker config, else the
-// controller's default.
-func (c *Controller) uncleanAllowed(img metadata.Image, topic string) bool {
-	for _, kv := range []map[string]string{img.TopicConfigs(topic), img.Configs(metadata.ConfigResource{Type: metadata.ResourceBroker})} {
-		if v, ok := kv[UncleanLeaderElectionConfig]; ok {
-			on, err := strconv.ParseBool(v)
-			return err == nil && on
-		}
-	}
-	return c.cfg.UncleanLeaderElection
 }
 
 // Check verifies the invariants the controller keeps over a cluster's

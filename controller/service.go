@@ -59,6 +59,9 @@ type ServiceConfig struct {
 	// RaftTick is raft's tick (50 ms: elections after 0.5–1 s of silence).
 	RaftTick time.Duration
 	Logger   *slog.Logger
+	// ValidateConfigs checks the configs a resource would have after an
+	// IncrementalAlterConfigs (configs.go); nil accepts any.
+	ValidateConfigs ConfigValidator
 }
 
 // Service is one running controller node.

@@ -63,7 +63,7 @@ func (b *Broker) deleteRecords(r *Request, t *Topic, partition int32, offset int
 func (b *Broker) cleanupDeletes(t *Topic) bool {
 	v, ok := t.Overrides()["cleanup.policy"]
 	if !ok {
-		v, _ = b.cfg.DefaultTopicValue("cleanup.policy")
+		v, _ = b.currentConfig().DefaultTopicValue("cleanup.policy")
 	}
 	return strings.Contains(v, "delete")
 }

@@ -2,27 +2,30 @@ package engine
 
 // DescribeConfigs (key 32), versions 1-4.
 //
-// Both resource kinds are answered from the config table (configkeys.go),
+// Every resource kind is answered from the config table (configkeys.go),
 // each key once. TOPIC resources report every topic-level key with its
 // effective value and source: DYNAMIC_TOPIC_CONFIG for the topic's own
-// overrides, else STATIC_BROKER_CONFIG when server.properties set the
-// broker-level synonym, else DEFAULT_CONFIG; never read-only. BROKER
-// resources (name = this node id) report every broker key Sluice runs with
-// (the table's rows but the ignored ones, and broker.id beside node.id),
-// all read-only; the empty name (cluster-wide dynamic defaults) answers an
-// empty list because Sluice has no dynamic broker configs — broker configs
-// come from server.properties only, and AlterConfigs refuses them. The
-// table records Kafka's dynamic scope of each key for the day it does not.
-// Password-typed keys are sensitive: their values are reported as null.
+// overrides, else the broker-level synonym's (below), else
+// DEFAULT_CONFIG; never read-only. BROKER resources named by this node's
+// id report every broker key Sluice runs with (the table's rows but the
+// ignored ones, and broker.id beside node.id) with Kafka's precedence
+// (dynconfig.go): DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+// STATIC_BROKER_CONFIG, DEFAULT_CONFIG; read-only unless Sluice changes
+// the key at run time. The empty name (the cluster-wide default) reports
+// the keys set there, as Kafka does. GROUP resources (groupconfig.go)
+// report every group key: GROUP_CONFIG when the group sets it, else its
+// broker key's value. Password-typed keys are sensitive: their values are
+// reported as null.
 //
 // Whether a broker key was set statically is decided by comparing it with
 // the built-in default: a key set in server.properties to the default value
 // is reported as DEFAULT_CONFIG. Kafka lists one synonym per spelling of a
-// broker key (log.retention.ms/minutes/hours); Sluice lists the one it
-// stores. Synonyms are returned with IncludeSynonyms, types always (v3+),
-// documentation with IncludeDocumentation. A null or empty key list means
-// every key; unknown keys are left out, as Kafka does. Other resource types
-// (BROKER_LOGGER, CLIENT_METRICS, GROUP) answer INVALID_REQUEST.
+// broker key (log.retention.ms/minutes/hours); Sluice lists the dynamic
+// spellings set and the static value under the key's name. Synonyms are
+// returned with IncludeSynonyms, types always (v3+), documentation with
+// IncludeDocumentation. A null or empty key list means every key; unknown
+// keys are left out, as Kafka does. BROKER_LOGGER and CLIENT_METRICS
+// answer INVALID_REQUEST.
 
 import (
 	"fmt"
@@ -123,10 +126,15 @@ func (b *Broker) describeResource(rr *kmsg.DescribeConfigsRequestResource) ([]co
 		return b.topicConfigEntries(t.Overrides(), keep), nil
 	case kmsg.ConfigResourceTypeBroker:
 		self, err := b.configBroker(rr.ResourceName)
-		if err != nil || !self {
+		if err != nil {
 			return nil, err
 		}
+		if !self {
+			return b.defaultBrokerEntries(keep), nil
+		}
 		return b.brokerConfigEntries(keep), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return b.describeGroup(rr.ResourceName, keep)
 	}
 	return nil, unsupportedResource(rr.ResourceType)
 }
@@ -144,7 +152,7 @@ func (b *Broker) configTopic(name string) (*Topic, error) {
 }
 
 // configBroker checks a BROKER resource name: this node's id (self) or ""
-// (the cluster-wide dynamic defaults, of which Sluice has none).
+// (the cluster-wide dynamic defaults).
 func (b *Broker) configBroker(name string) (self bool, err error) {
 	if name == "" {
 		return false, nil
@@ -189,7 +197,7 @@ func (b *Broker) topicConfigEntries(overrides map[string]string, keep map[string
 			e.synonyms = append(e.synonyms, configSynonym{name, v, kmsg.ConfigSourceDynamicTopicConfig})
 		}
 		e.synonyms = append(e.synonyms, b.brokerSynonyms(k.name, k)...)
-		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		e.value, e.source = valueInKeyUnits(e.synonyms[0]), e.synonyms[0].source
 		out = append(out, e)
 	}
 	return out
@@ -206,21 +214,27 @@ func (b *Broker) brokerConfigEntries(keep map[string]bool) []configEntry {
 		k := d.key
 		e := configEntry{name: name, typ: k.typ, doc: d.doc, readOnly: k.readOnly(), sensitive: k.sensitive()}
 		e.synonyms = b.brokerSynonyms(name, k)
-		e.value, e.source = e.synonyms[0].value, e.synonyms[0].source
+		e.value, e.source = valueInKeyUnits(e.synonyms[0]), e.synonyms[0].source
 		out = append(out, e)
 	}
 	return out
 }
 
-// brokerSynonyms lists the values of broker key k, reported under name:
-// the one set in server.properties if it differs from the built-in default,
-// then the default.
+// brokerSynonyms lists the values of broker key k, most specific first:
+// the spellings set dynamically for this broker, then for the cluster,
+// then the value set in server.properties (under name) if it differs from
+// the built-in default, then the default.
 func (b *Broker) brokerSynonyms(name string, k *configKey) []configSynonym {
+	var out []configSynonym
+	if d := b.dynamic.Load(); d != nil {
+		out = append(out, levelSynonyms(k, d.own, kmsg.ConfigSourceDynamicBrokerConfig)...)
+		out = append(out, levelSynonyms(k, d.clusterDefault, kmsg.ConfigSourceDynamicDefaultBrokerConfig)...)
+	}
 	def := k.value(&kafkaDefaults)
 	if v := k.value(&b.cfg); v != def {
-		return []configSynonym{{name, v, kmsg.ConfigSourceStaticBrokerConfig}, {name, def, kmsg.ConfigSourceDefaultConfig}}
+		out = append(out, configSynonym{name, v, kmsg.ConfigSourceStaticBrokerConfig})
 	}
-	return []configSynonym{{name, def, kmsg.ConfigSourceDefaultConfig}}
+	return append(out, configSynonym{name, def, kmsg.ConfigSourceDefaultConfig})
 }
 
 // describedConfig converts an entry to the DescribeConfigs wire form.

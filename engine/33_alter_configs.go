@@ -10,18 +10,18 @@ package engine
 // ValidateOnly checks and changes nothing. The new set is persisted and
 // applied to the topic's logs before the response (SetTopicConfigs).
 //
-// BROKER resources (this node id, or "" for cluster-wide defaults) have no
-// dynamic configs in Sluice: broker configs come from server.properties
-// only. An alteration naming any key answers INVALID_REQUEST ("Cannot update
-// these configs dynamically"), which is Kafka's answer for keys that are
-// not dynamic; for keys Kafka does accept dynamically (log.retention.ms,
-// message.max.bytes, …) this is a deliberate difference. Other resource
-// types answer INVALID_REQUEST.
+// BROKER resources (this node id, or "" for the cluster-wide default) and
+// GROUP resources work the same way on their dynamic configs in the
+// metadata (dynconfig.go, groupconfig.go): the request's set replaces the
+// resource's, and is validated as a whole — for a broker, only keys Kafka
+// changes at run time (INVALID_REQUEST otherwise, INVALID_CONFIG for an
+// unknown key); for a group, Kafka 4's group keys within the broker's
+// group.* bounds (INVALID_CONFIG). A null value is INVALID_REQUEST. In a
+// cluster the change is committed by the controller, which validates it
+// again. Other resource types answer INVALID_REQUEST.
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,10 +30,10 @@ import (
 
 func init() { register(kmsg.AlterConfigs, 0, 2, (*Broker).handleAlterConfigs) }
 
-// topicConfigMu serialises the read-modify-write of topic overrides by
-// AlterConfigs and IncrementalAlterConfigs, so concurrent alterations of one
-// topic cannot lose each other's keys.
-var topicConfigMu sync.Mutex
+// configAlterMu serialises the read-modify-write of a resource's configs
+// by AlterConfigs and IncrementalAlterConfigs, so concurrent alterations
+// of one resource through this broker cannot lose each other's keys.
+var configAlterMu sync.Mutex
 
 func (b *Broker) handleAlterConfigs(r *Request) {
 	req := r.Msg.(*kmsg.AlterConfigsRequest)
@@ -56,22 +56,37 @@ func (b *Broker) alterConfigs(rr *kmsg.AlterConfigsRequestResource, validateOnly
 	for i, c := range rr.Configs {
 		names[i] = c.Name
 	}
-	return b.alterResource(rr.ResourceType, rr.ResourceName, names, func() error {
-		return b.replaceTopicConfigs(rr.ResourceName, rr.Configs, validateOnly)
-	})
+	return b.alterResource(rr.ResourceType, rr.ResourceName, names, validateOnly,
+		func() error { return b.replaceTopicConfigs(rr.ResourceName, rr.Configs, validateOnly) },
+		func(map[string]string) (map[string]string, error) { return replacementConfigs(rr.Configs) })
+}
+
+// replacementConfigs is the set a legacy AlterConfigs gives a BROKER or
+// GROUP resource.
+func replacementConfigs(cfgs []kmsg.AlterConfigsRequestResourceConfig) (map[string]string, error) {
+	next := make(map[string]string, len(cfgs))
+	for _, c := range cfgs {
+		if c.Value == nil {
+			return nil, topicErr(kerr.InvalidRequest, "Null value not supported for : %s", c.Name)
+		}
+		next[c.Name] = *c.Value
+	}
+	return next, nil
 }
 
 // alterResource applies the checks both alter APIs share (duplicate keys,
-// resource type) and runs alterTopic for a topic resource.
-func (b *Broker) alterResource(typ kmsg.ConfigResourceType, name string, names []string, alterTopic func() error) error {
+// resource type) and runs alterTopic for a topic resource, or alterDynamic
+// with next for a BROKER or GROUP resource.
+func (b *Broker) alterResource(typ kmsg.ConfigResourceType, name string, names []string, validateOnly bool,
+	alterTopic func() error, next func(cur map[string]string) (map[string]string, error)) error {
 	if hasDuplicate(names) {
 		return topicErr(kerr.InvalidRequest, "Error due to duplicate config keys")
 	}
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 		return alterTopic()
-	case kmsg.ConfigResourceTypeBroker:
-		return b.alterBrokerConfigs(name, names)
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeGroupConfig:
+		return b.alterDynamic(typ, name, validateOnly, next)
 	}
 	return unsupportedResource(typ)
 }
@@ -94,8 +109,8 @@ func (b *Broker) replaceTopicConfigs(name string, cfgs []kmsg.AlterConfigsReques
 	if validateOnly {
 		return nil
 	}
-	topicConfigMu.Lock()
-	defer topicConfigMu.Unlock()
+	configAlterMu.Lock()
+	defer configAlterMu.Unlock()
 	return b.setTopicConfigs(t, overrides)
 }
 
@@ -106,20 +121,6 @@ func (b *Broker) setTopicConfigs(t *Topic, overrides map[string]string) error {
 	}
 	b.log.Info("altered topic configs", "topic", t.Name, "configs", overrides)
 	return nil
-}
-
-// alterBrokerConfigs answers an alteration of broker configs: the name must
-// be valid, and no key can change at runtime.
-func (b *Broker) alterBrokerConfigs(name string, keys []string) error {
-	if _, err := b.configBroker(name); err != nil {
-		return err
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	sorted := append([]string(nil), keys...)
-	sort.Strings(sorted)
-	return topicErr(kerr.InvalidRequest, "Cannot update these configs dynamically: %s (Sluice reads broker configs from server.properties at startup only)", strings.Join(sorted, ", "))
 }
 
 func hasDuplicate(names []string) bool {

@@ -13,8 +13,12 @@ package engine
 // ValidateOnly checks and changes nothing. Changes are persisted and applied
 // to the topic's logs before the response (SetTopicConfigs).
 //
-// BROKER resources are refused as in AlterConfigs (no dynamic broker
-// configs); BROKER_LOGGER and the other types answer INVALID_REQUEST.
+// BROKER and GROUP resources take the same operations on their dynamic
+// configs in the metadata (dynconfig.go, groupconfig.go); APPEND and
+// SUBTRACT start from the resource's value or, without one, the key's
+// built-in default, as Kafka does. The result is validated as a whole as
+// in AlterConfigs. BROKER_LOGGER and the other types answer
+// INVALID_REQUEST.
 
 import (
 	"maps"
@@ -50,9 +54,16 @@ func (b *Broker) incrementalAlterConfigs(rr *kmsg.IncrementalAlterConfigsRequest
 	for i, c := range rr.Configs {
 		names[i] = c.Name
 	}
-	return b.alterResource(rr.ResourceType, rr.ResourceName, names, func() error {
-		return b.alterTopicIncrementally(rr.ResourceName, rr.Configs, validateOnly)
-	})
+	return b.alterResource(rr.ResourceType, rr.ResourceName, names, validateOnly,
+		func() error { return b.alterTopicIncrementally(rr.ResourceName, rr.Configs, validateOnly) },
+		func(cur map[string]string) (map[string]string, error) {
+			for i := range rr.Configs {
+				if err := applyOp(cur, &rr.Configs[i], dynamicListBase(rr.ResourceType)); err != nil {
+					return nil, err
+				}
+			}
+			return cur, nil
+		})
 }
 
 func (b *Broker) alterTopicIncrementally(name string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
@@ -60,8 +71,8 @@ func (b *Broker) alterTopicIncrementally(name string, ops []kmsg.IncrementalAlte
 	if err != nil {
 		return err
 	}
-	topicConfigMu.Lock()
-	defer topicConfigMu.Unlock()
+	configAlterMu.Lock()
+	defer configAlterMu.Unlock()
 	next := maps.Clone(t.Overrides())
 	if next == nil {
 		next = map[string]string{}
@@ -77,39 +88,85 @@ func (b *Broker) alterTopicIncrementally(name string, ops []kmsg.IncrementalAlte
 	return b.setTopicConfigs(t, next)
 }
 
-// applyConfigOp applies one operation to overrides, checking the result.
+// applyConfigOp applies one operation to a topic's overrides, checking
+// the result.
 func (b *Broker) applyConfigOp(overrides map[string]string, op *kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
+	if err := applyOp(overrides, op, b.topicListBase); err != nil {
+		return err
+	}
+	if v, ok := overrides[op.Name]; ok && op.Op != kmsg.IncrementalAlterConfigOpDelete {
+		return setChecked(overrides, op.Name, v)
+	}
+	return nil
+}
+
+// listBase finds a list-typed key's value before an APPEND or SUBTRACT
+// when the resource sets none; ok is false for a key that is unknown or
+// not a list.
+type listBase func(name string) (base string, known, isList bool)
+
+// topicListBase: the topic's broker-level default.
+func (b *Broker) topicListBase(name string) (string, bool, bool) {
+	k := topicKeys[name]
+	if k == nil {
+		return "", false, false
+	}
+	v, _ := b.currentConfig().DefaultTopicValue(name)
+	return v, true, k.typ == typeList
+}
+
+// dynamicListBase: the built-in default of a broker or group key.
+func dynamicListBase(typ kmsg.ConfigResourceType) listBase {
+	return func(name string) (string, bool, bool) {
+		var k *configKey
+		if typ == kmsg.ConfigResourceTypeGroupConfig {
+			if gk := groupKeys[name]; gk != nil {
+				k = &gk.configKey
+			}
+		} else if ref, ok := brokerKeys[name]; ok {
+			k = ref.key
+		}
+		if k == nil {
+			return "", false, false
+		}
+		return k.def, true, k.typ == typeList
+	}
+}
+
+// applyOp applies one operation to a resource's configs; values are
+// checked by the caller.
+func applyOp(kv map[string]string, op *kmsg.IncrementalAlterConfigsRequestResourceConfig, base listBase) error {
 	switch op.Op {
 	case kmsg.IncrementalAlterConfigOpDelete:
-		delete(overrides, op.Name)
+		delete(kv, op.Name)
 		return nil
 	case kmsg.IncrementalAlterConfigOpSet:
 		if op.Value == nil {
 			return topicErr(kerr.InvalidRequest, "Null value not supported for: %s", op.Name)
 		}
-		return setChecked(overrides, op.Name, *op.Value)
+		kv[op.Name] = *op.Value
+		return nil
 	case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-		return b.applyListOp(overrides, op)
+		return applyListOp(kv, op, base)
 	}
 	return topicErr(kerr.InvalidRequest, "Unknown alter configs operation %d for %s", op.Op, op.Name)
 }
 
 // applyListOp appends items missing from, or subtracts items present in, a
 // list-typed key.
-func (b *Broker) applyListOp(overrides map[string]string, op *kmsg.IncrementalAlterConfigsRequestResourceConfig) error {
-	k := topicKeys[op.Name]
-	if k == nil {
-		return configErr("unknown topic config %q", op.Name)
-	}
-	if k.typ != typeList {
+func applyListOp(kv map[string]string, op *kmsg.IncrementalAlterConfigsRequestResourceConfig, base listBase) error {
+	def, known, isList := base(op.Name)
+	switch {
+	case !known:
+		return configErr("unknown config %q", op.Name)
+	case !isList:
 		return configErr("Can't %s to key %s because its type is not LIST.", op.Op, op.Name)
-	}
-	if op.Value == nil {
+	case op.Value == nil:
 		return topicErr(kerr.InvalidRequest, "Null value not supported for: %s", op.Name)
 	}
-	cur, ok := overrides[op.Name]
+	cur, ok := kv[op.Name]
 	if !ok {
-		cur, _ = b.cfg.DefaultTopicValue(op.Name)
+		cur = def
 	}
 	items := splitList(cur)
 	for _, v := range splitList(*op.Value) {
@@ -119,7 +176,8 @@ func (b *Broker) applyListOp(overrides map[string]string, op *kmsg.IncrementalAl
 			items = slices.DeleteFunc(items, func(s string) bool { return s == v })
 		}
 	}
-	return setChecked(overrides, op.Name, strings.Join(items, ","))
+	kv[op.Name] = strings.Join(items, ",")
+	return nil
 }
 
 func setChecked(overrides map[string]string, name, value string) error {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -29,6 +30,10 @@ type Broker struct {
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
 	cluster  *clusterLink       // nil on a single node (cluster.go)
 	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
+
+	// dynamic holds the dynamic broker configs and the effective config
+	// they lead to (dynconfig.go); replaced at image changes.
+	dynamic atomic.Pointer[brokerConfigs]
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once

@@ -8,6 +8,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -151,18 +152,19 @@ func (b *Broker) clusterTopicRequest(name string, partitions int32) kmsg.CreateT
 	return rt
 }
 
-// forwardTopicConfigs commits a topic's config changes (ConfigRecords, as
-// configChanges builds them) through the controller as an
-// IncrementalAlterConfigs of SETs and DELETEs, and waits until this
-// broker's image has the topic's configs equal to want.
-func (l *clusterLink) forwardTopicConfigs(topic string, changes []metadata.Record, want map[string]string) error {
+// forwardConfigs commits a resource's config changes (ConfigRecords, as
+// resourceConfigChanges builds them) through the controller as an
+// IncrementalAlterConfigs of SETs and DELETEs, which the controller
+// validates again, and waits until this broker's image has the resource's
+// configs equal to want.
+func (l *clusterLink) forwardConfigs(res metadata.ConfigResource, changes []metadata.Record, want map[string]string) error {
 	if len(changes) == 0 {
 		return nil
 	}
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	req.Version = 1
-	res := kmsg.NewIncrementalAlterConfigsRequestResource()
-	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, topic
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceType(res.Type), res.Name
 	for _, r := range changes {
 		cr := r.(metadata.ConfigRecord)
 		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
@@ -170,19 +172,23 @@ func (l *clusterLink) forwardTopicConfigs(topic string, changes []metadata.Recor
 		if cr.Value == nil {
 			c.Op = kmsg.IncrementalAlterConfigOpDelete
 		}
-		res.Configs = append(res.Configs, c)
+		rr.Configs = append(rr.Configs, c)
 	}
-	req.Resources = append(req.Resources, res)
+	req.Resources = append(req.Resources, rr)
 	resp, err := l.call(controller.LineAdmin, req)
 	if err != nil {
 		return topicErr(kerr.RequestTimedOut, "no active controller answered: %v", err)
 	}
 	r := resp.(*kmsg.IncrementalAlterConfigsResponse)
 	if len(r.Resources) == 1 && r.Resources[0].ErrorCode != 0 {
-		return topicErr(kerr.ErrorForCode(r.Resources[0].ErrorCode).(*kerr.Error), "controller refused configs of %q", topic)
+		msg := fmt.Sprintf("controller refused configs of %s", res.Name)
+		if m := r.Resources[0].ErrorMessage; m != nil && *m != "" {
+			msg = *m
+		}
+		return topicErr(kerr.ErrorForCode(r.Resources[0].ErrorCode).(*kerr.Error), "%s", msg)
 	}
-	if !l.waitImage(func(img metadata.Image) bool { return maps.Equal(img.TopicConfigs(topic), want) }) {
-		return topicErr(kerr.RequestTimedOut, "configs of %q changed but not yet in this broker's metadata", topic)
+	if !l.waitImage(func(img metadata.Image) bool { return maps.Equal(img.Configs(res), want) }) {
+		return topicErr(kerr.RequestTimedOut, "configs of %s changed but not yet in this broker's metadata", res.Name)
 	}
 	return nil
 }

@@ -35,8 +35,14 @@ type Config struct {
 	Log storage.Config
 	// CompressionType is the broker default of compression.type.
 	CompressionType string
+	// CleanupPolicy is log.cleanup.policy as given (delete, compact or
+	// both); Log.Compact follows it.
+	CleanupPolicy string
 	// RetentionCheckInterval is log.retention.check.interval.ms.
 	RetentionCheckInterval time.Duration
+	// LogCleanerBackoff is log.cleaner.backoff.ms: how often the cleaner
+	// looks for work (read at run time: it is dynamic).
+	LogCleanerBackoff time.Duration
 
 	GroupInitialRebalanceDelay time.Duration // group.initial.rebalance.delay.ms
 	GroupMinSessionTimeout     time.Duration // group.min.session.timeout.ms
@@ -75,6 +81,11 @@ type Config struct {
 	// Broker.ReplicationThrottles.
 	LeaderReplicationThrottledRate   int64
 	FollowerReplicationThrottledRate int64
+
+	// GroupProtocolKeys holds the broker keys of Kafka 4's group protocols
+	// (group.consumer.*, group.share.*, group.streams.*: defaults and
+	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
+	GroupProtocolKeys [numGroupBrokerInts]int64
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per

@@ -37,8 +37,8 @@ const (
 )
 
 // scope is whether Kafka lets a broker key change at run time
-// (DynamicBrokerConfig), and where. Sluice records it now and serves no
-// dynamic broker configs yet (servesDynamicBrokerConfigs).
+// (DynamicBrokerConfig), and where. Sluice accepts the same dynamic
+// alterations (dynconfig.go), but for the keys marked restartOnly.
 type scope int8
 
 const (
@@ -46,11 +46,6 @@ const (
 	perBroker                // Kafka: dynamic, per broker
 	clusterWide              // Kafka: dynamic, per broker or as a cluster-wide default
 )
-
-// servesDynamicBrokerConfigs turns on broker-level AlterConfigs. Until it
-// does, DescribeConfigs reports every broker key read-only, which is what
-// Sluice does with them.
-const servesDynamicBrokerConfigs = false
 
 // use is what Sluice does with a key's value.
 type use int8
@@ -93,6 +88,15 @@ type configKey struct {
 	// name (Kafka's: log.retention.ms > minutes > hours).
 	aliases []alias
 	use     use
+	// restartOnly marks a key Kafka changes at run time and Sluice does
+	// not (it binds listeners once): a dynamic alteration is refused and
+	// DescribeConfigs reports it read-only.
+	restartOnly bool
+	// topicOnly marks a topic key with no broker key (Kafka's
+	// leader.replication.throttled.replicas): the row's name is the topic
+	// key's, and it is neither a server.properties key, nor described for
+	// brokers, nor a dynamic broker config.
+	topicOnly bool
 	// field binds a useConfig value to Config: a pointer to an int32,
 	// int64, int, bool, string or float64 field, or a millis/minutes
 	// duration. Rows whose value needs translation set get and set instead.
@@ -125,14 +129,14 @@ const (
 
 // configKeys is the table, broker keys in the order of Kafka's docs
 // sections; lookups go through the indexes below.
-var configKeys = []configKey{
+var configKeys = append([]configKey{
 	// Node identity and listeners.
 	{name: "node.id", typ: typeInt, def: "1", min: 0, max: maxInt32, doc: "id of this node",
 		aliases: []alias{{name: "broker.id", same: true}}, field: func(c *Config) any { return &c.NodeID }},
-	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker,
+	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker, restartOnly: true,
 		doc: "address the broker listens on (the first PLAINTEXT listener)",
 		get: listenersString, set: setListeners},
-	{name: "advertised.listeners", typ: typeString, scope: perBroker, doc: "address clients are told to connect to; listeners when unset",
+	{name: "advertised.listeners", typ: typeString, scope: perBroker, restartOnly: true, doc: "address clients are told to connect to; listeners when unset",
 		get: func(c *Config) string { return listenerOrEmpty(c.Advertise) }, set: func(c *Config, v string) error { return setListener(&c.Advertise, v) }},
 	{name: "log.dirs", typ: typeString, def: "./data", doc: "data directory (one)",
 		aliases: []alias{{name: "log.dir"}}, get: func(c *Config) string { return c.DataDir }, set: setDir},
@@ -187,13 +191,15 @@ var configKeys = []configKey{
 
 	// Log cleaning (compaction).
 	{name: "log.cleanup.policy", typ: typeList, def: "delete", oneOf: []string{"delete", "compact"}, scope: clusterWide, topic: "cleanup.policy",
-		doc: "delete and/or compact", get: func(c *Config) string { return cleanupString(c.Log.Compact) }, set: setCleanupPolicy},
+		doc: "delete and/or compact", get: func(c *Config) string { return c.CleanupPolicy }, set: setCleanupPolicy},
 	{name: "log.cleaner.delete.retention.ms", typ: typeLong, def: "86400000", min: 0, max: maxLong, scope: clusterWide, topic: "delete.retention.ms",
 		doc: "how long tombstones are kept in compacted topics", field: func(c *Config) any { return &c.Log.DeleteRetentionMs }},
 	{name: "log.cleaner.min.cleanable.ratio", typ: typeDouble, def: "0.5", min: 0, max: 1, scope: clusterWide, topic: "min.cleanable.dirty.ratio",
 		doc: "dirty ratio that triggers compaction", field: func(c *Config) any { return &c.Log.MinCleanableDirtyRatio }},
 	{name: "log.cleaner.min.compaction.lag.ms", typ: typeLong, def: "0", min: 0, max: maxLong, scope: clusterWide, topic: "min.compaction.lag.ms",
 		doc: "shortest time a message stays uncompacted", field: func(c *Config) any { return &c.Log.MinCompactionLagMs }},
+	{name: "log.cleaner.backoff.ms", typ: typeLong, def: "15000", min: 0, max: maxLong, scope: clusterWide,
+		doc: "how often the log cleaner looks for partitions to compact", field: func(c *Config) any { return millis{&c.LogCleanerBackoff} }},
 	{name: "log.cleaner.max.compaction.lag.ms", typ: typeLong, def: "9223372036854775807", min: 1, max: maxLong, scope: clusterWide, topic: "max.compaction.lag.ms", use: useFixed,
 		doc: "longest time a message stays uncompacted"},
 
@@ -290,12 +296,12 @@ var configKeys = []configKey{
 	ignored("num.recovery.threads.per.data.dir", typeInt),
 	ignored("transaction.state.log.replication.factor", typeInt), ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
-}
+}, groupBrokerKeys()...)
 
 // throttledReplicasKey is a topic's list of throttled replicas, checked
 // as Kafka's ThrottledReplicaListValidator does.
 func throttledReplicasKey(name, doc string) configKey {
-	return configKey{name: name, typ: typeList, topic: name, scope: clusterWide, doc: doc,
+	return configKey{name: name, typ: typeList, topic: name, scope: clusterWide, topicOnly: true, doc: doc,
 		get: func(*Config) string { return "" },
 		set: func(_ *Config, v string) error {
 			if !replication.ValidThrottledReplicas(v) {
@@ -323,6 +329,9 @@ func indexBrokerKeys() map[string]keyRef {
 	byName := map[string]keyRef{}
 	for i := range configKeys {
 		k := &configKeys[i]
+		if k.topicOnly {
+			continue
+		}
 		byName[k.name] = keyRef{key: k}
 		for j := range k.aliases {
 			byName[k.aliases[j].name] = keyRef{key: k, alias: &k.aliases[j]}
@@ -343,10 +352,13 @@ func (k *configKey) bounds() (min, max int64) {
 }
 
 // described says whether DescribeConfigs reports the key.
-func (k *configKey) described() bool { return k.use != useIgnored }
+func (k *configKey) described() bool { return k.use != useIgnored && !k.topicOnly }
 
-// readOnly is DescribeConfigs' read_only of the broker-level key.
-func (k *configKey) readOnly() bool { return k.scope == static || !servesDynamicBrokerConfigs }
+// readOnly is DescribeConfigs' read_only of the broker-level key: whether
+// Sluice refuses to change it at run time.
+func (k *configKey) readOnly() bool {
+	return k.scope == static || k.restartOnly || k.use == useIgnored || k.topicOnly
+}
 
 // sensitive keys are described without their value.
 func (k *configKey) sensitive() bool { return k.typ == typePassword }

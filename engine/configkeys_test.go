@@ -20,7 +20,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		NodeID: 1, Listen: "localhost:9092", DataDir: "./data",
 		NumPartitions: 1, AutoCreateTopics: true, DeleteTopicEnable: true,
 		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, ConnectionsMaxIdle: 10 * time.Minute,
-		Log: storage.DefaultConfig(), CompressionType: "producer", RetentionCheckInterval: 5 * time.Minute,
+		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
 		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
@@ -32,6 +32,9 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
+	}
+	for i, s := range groupBrokerSpecs {
+		want.GroupProtocolKeys[i] = atoi(s.def)
 	}
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
@@ -143,7 +146,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"offsets.topic.num.partitions": {1, 10000}, "offsets.topic.segment.bytes": {1, i32}, "offsets.retention.minutes": {1, i32},
 		"max.incremental.fetch.session.cache.slots": {0, i32}, "sluice.net.loops": {0, 1024},
 		// Topic keys' broker synonyms, with the topic keys' ranges.
-		"log.cleaner.delete.retention.ms": {0, i64}, "log.cleaner.max.compaction.lag.ms": {1, i64},
+		"log.cleaner.delete.retention.ms": {0, i64}, "log.cleaner.max.compaction.lag.ms": {1, i64}, "log.cleaner.backoff.ms": {0, i64},
 		"log.message.timestamp.before.max.ms": {0, i64}, "log.message.timestamp.after.max.ms": {0, i64},
 		"log.cleaner.min.cleanable.ratio": {0, 1}, "log.cleaner.min.compaction.lag.ms": {0, i64},
 		"min.insync.replicas": {1, i32}, "log.roll.jitter.ms": {0, i64},
@@ -154,6 +157,10 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 		// Dynamic-only in Kafka: the replication throttles.
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
+	}
+	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
+	for _, s := range groupBrokerSpecs {
+		want[s.name] = [2]int64{s.min, s.max}
 	}
 	for i := range configKeys {
 		k := &configKeys[i]

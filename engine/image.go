@@ -259,7 +259,8 @@ func (b *Broker) CreatePartitions(name string, total int32, validateOnly bool) e
 // and applies them to its partitions' logs.
 func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
 	if b.cluster != nil {
-		return b.cluster.forwardTopicConfigs(t.Name, configChanges(t.Name, b.image().TopicConfigs(t.Name), overrides), overrides)
+		res := metadata.ConfigResource{Type: metadata.ResourceTopic, Name: t.Name}
+		return b.cluster.forwardConfigs(res, configChanges(t.Name, b.image().TopicConfigs(t.Name), overrides), overrides)
 	}
 	b.meta.mu.Lock()
 	defer b.meta.mu.Unlock()
@@ -270,20 +271,9 @@ func (b *Broker) SetTopicConfigs(t *Topic, overrides map[string]string) error {
 }
 
 // configChanges returns the records that turn a topic's configs from old
-// into new: deletions first, then sets, each in key order.
+// into new (resourceConfigChanges).
 func configChanges(topic string, old, new map[string]string) []metadata.Record {
-	var recs []metadata.Record
-	for _, k := range slices.Sorted(maps.Keys(old)) {
-		if _, ok := new[k]; !ok {
-			recs = append(recs, topicConfigRecord(topic, k, "", false))
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(new)) {
-		if v, ok := old[k]; !ok || v != new[k] {
-			recs = append(recs, topicConfigRecord(topic, k, new[k], true))
-		}
-	}
-	return recs
+	return resourceConfigChanges(metadata.ConfigResource{Type: metadata.ResourceTopic, Name: topic}, old, new)
 }
 
 // allocateProducerIDs allocates this broker the next block of size

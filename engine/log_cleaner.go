@@ -2,7 +2,8 @@ package engine
 
 // The log cleaner compacts the partitions of topics with
 // cleanup.policy=compact (__consumer_offsets among them), as Kafka's
-// LogCleaner threads do: every log.cleaner.backoff.ms it asks each
+// LogCleaner threads do: every log.cleaner.backoff.ms (the current value:
+// it changes at run time, dynconfig.go) it asks each
 // compacted partition whether a pass is due (its dirty ratio reached
 // min.cleanable.dirty.ratio, or a kept tombstone's delete.retention.ms ran
 // out) and cleans those that are, one at a time. It runs on its own
@@ -16,19 +17,24 @@ import (
 	"github.com/sluice-broker/sluice/storage"
 )
 
-// cleanerBackoff is Kafka's log.cleaner.backoff.ms default.
-const cleanerBackoff = 15 * time.Second
+// cleanerTick bounds how late a changed log.cleaner.backoff.ms is noticed,
+// and how often a backoff of 0 runs rounds.
+const cleanerTick = 100 * time.Millisecond
 
 func (b *Broker) logCleaner() {
 	defer b.wg.Done()
-	tick := time.NewTicker(cleanerBackoff)
+	tick := time.NewTicker(cleanerTick)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-b.closing:
 			return
 		case now := <-tick.C:
-			b.compactLogs(now.UnixMilli())
+			if now.Sub(last) >= b.currentConfig().LogCleanerBackoff {
+				last = now
+				b.compactLogs(now.UnixMilli())
+			}
 		}
 	}
 }

@@ -100,6 +100,7 @@ func (b *Broker) Topics() []*Topic { return slices.Clone(b.hosted.load().sorted)
 // caller holds meta.mu. It is idempotent: a partition that failed to open
 // is tried again by the next call.
 func (b *Broker) syncPartitions(img metadata.Image) error {
+	b.applyBrokerConfigs(img) // dynconfig.go: topic defaults first
 	old := b.hosted.load()
 	var added []*metadata.TopicImage
 	var errs []error
@@ -176,14 +177,14 @@ func (b *Broker) setOverrides(t *Topic, overrides map[string]string) {
 		overrides = map[string]string{}
 	}
 	t.overrides.Store(&overrides)
-	s := b.cfg.ResolveTopic(overrides)
+	s := b.currentConfig().ResolveTopic(overrides)
 	t.settings.Store(&s)
 }
 
 // syncTopic opens partitions the image added to a hosted topic and applies
-// changed configs to its logs.
+// changed configs (its own, or the broker defaults under them) to its logs.
 func (b *Broker) syncTopic(t *Topic, ti *metadata.TopicImage, overrides map[string]string) error {
-	if !maps.Equal(t.Overrides(), overrides) {
+	if !maps.Equal(t.Overrides(), overrides) || !t.Settings().resolvedFrom(b.currentConfig()) {
 		b.setOverrides(t, overrides)
 		for _, p := range t.Partitions() {
 			if p != nil { // nil: hosted elsewhere

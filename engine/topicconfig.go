@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/storage"
 )
 
@@ -24,7 +25,14 @@ type TopicSettings struct {
 	// MinInsyncReplicas is min.insync.replicas: the ISR an acks=all
 	// append needs.
 	MinInsyncReplicas int32
+
+	// base is the broker config the settings were resolved from, so that
+	// a change of the dynamic broker configs resolves them again.
+	base *Config
 }
+
+// resolvedFrom reports whether s was resolved from the broker config c.
+func (s *TopicSettings) resolvedFrom(c *Config) bool { return s.base == c }
 
 // topicKeys indexes the table's rows by their topic-level name;
 // topicKeyNames is sorted, so DescribeConfigs answers in a stable order.
@@ -50,6 +58,9 @@ func ValidateTopicConfig(name, value string) error {
 	if k == nil {
 		return fmt.Errorf("unknown topic config %q", name)
 	}
+	if len(value) > metadata.MaxStringLen {
+		return fmt.Errorf("value of %s longer than %d bytes", name, metadata.MaxStringLen)
+	}
 	if err := k.check(value); err != nil {
 		return fmt.Errorf("invalid value %q for %s: %w", value, name, err)
 	}
@@ -69,10 +80,11 @@ func (c *Config) ResolveTopic(overrides map[string]string) TopicSettings {
 		}
 	}
 	s := TopicSettings{Log: t.Log, CompressionType: t.CompressionType, MaxMessageBytes: t.MessageMaxBytes,
-		MinInsyncReplicas: t.MinInsyncReplicas}
+		MinInsyncReplicas: t.MinInsyncReplicas, base: c}
 	// cleanup.policy=compact alone never deletes by age or size in Kafka
-	// (__consumer_offsets relies on it); storage only knows retention.
-	if p, ok := overrides["cleanup.policy"]; ok && !strings.Contains(p, "delete") {
+	// (__consumer_offsets relies on it), whether the topic or the broker
+	// default says so; storage only knows retention.
+	if !strings.Contains(t.CleanupPolicy, "delete") {
 		s.Log.RetentionMs, s.Log.RetentionBytes = -1, -1
 	}
 	return s
@@ -91,15 +103,8 @@ func (c *Config) DefaultTopicValue(name string) (string, bool) {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 func atoi(v string) int64 { n, _ := strconv.ParseInt(v, 10, 64); return n }
 
-func cleanupString(compact bool) string {
-	if compact {
-		return "compact"
-	}
-	return "delete"
-}
-
 func setCleanupPolicy(c *Config, v string) error {
-	c.Log.Compact = strings.Contains(v, "compact")
+	c.CleanupPolicy, c.Log.Compact = v, strings.Contains(v, "compact")
 	return nil
 }
 

@@ -161,6 +161,9 @@ func (b *builder) config(r ConfigRecord) error {
 	if r.Name == "" {
 		return invalid("config of %v %q has no name", r.ResourceType, r.ResourceName)
 	}
+	if len(r.ResourceName) > MaxStringLen || len(r.Name) > MaxStringLen || r.Value != nil && len(*r.Value) > MaxStringLen {
+		return invalid("config of %v: a string longer than %d bytes", r.ResourceType, MaxStringLen)
+	}
 	res := ConfigResource{r.ResourceType, r.ResourceName}
 	if _, ok := b.img.configs[res][r.Name]; !ok && r.Value == nil {
 		return nil // deleting an absent key changes nothing

@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -90,12 +91,16 @@ func TestApplyRejects(t *testing.T) {
 		"config without name":        setCfg("a", "", "v"),
 		"config bad resource":        ConfigRecord{ResourceType: 9, ResourceName: "a", Name: "k"},
 		"config bad broker":          ConfigRecord{ResourceType: ResourceBroker, ResourceName: "x", Name: "k"},
-		"remove unknown topic":       RemoveTopicRecord{TopicID: idB},
-		"producer ids backwards":     ProducerIDsRecord{NextProducerID: 999},
-		"producer ids same":          ProducerIDsRecord{NextProducerID: 1000},
-		"other cluster":              ClusterRecord{ClusterID: "d"},
-		"empty cluster":              ClusterRecord{},
-		"bad feature":                FeatureLevelRecord{Name: "", FeatureLevel: 1},
+		// Regression: a group id or value longer than the decoder reads
+		// back was committed, and the log could not be read again.
+		"config group id too long": ConfigRecord{ResourceType: ResourceGroup, ResourceName: strings.Repeat("g", MaxStringLen+1), Name: "k", Value: strp("v")},
+		"config value too long":    ConfigRecord{ResourceType: ResourceGroup, ResourceName: "g", Name: "k", Value: strp(strings.Repeat("v", MaxStringLen+1))},
+		"remove unknown topic":     RemoveTopicRecord{TopicID: idB},
+		"producer ids backwards":   ProducerIDsRecord{NextProducerID: 999},
+		"producer ids same":        ProducerIDsRecord{NextProducerID: 1000},
+		"other cluster":            ClusterRecord{ClusterID: "d"},
+		"empty cluster":            ClusterRecord{},
+		"bad feature":              FeatureLevelRecord{Name: "", FeatureLevel: 1},
 	} {
 		before := base.Records()
 		got, err := Apply(base, r)

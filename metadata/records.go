@@ -162,7 +162,7 @@ func (ClusterRecord) Type() RecordType      { return ClusterRecordType }
 // does not know rather than guess.
 const (
 	recordVersion = 0
-	maxStringLen  = 32767 // Kafka's string limit
+	maxStringLen  = MaxStringLen
 	maxListLen    = 1 << 16
 	// MaxRecordBytes bounds one encoded record; the largest real ones are
 	// a PartitionRecord or PartitionChangeRecord with four lists of
@@ -170,6 +170,11 @@ const (
 	// endpoints with the longest names and hosts (about 1 MiB).
 	MaxRecordBytes = 2 << 20
 )
+
+// MaxStringLen bounds every string of a record (Kafka's string limit);
+// Apply refuses a record whose strings are longer, so that nothing is
+// written that the decoder would refuse to read back.
+const MaxStringLen = 32767
 
 // AppendRecord appends r's encoding to dst.
 func AppendRecord(dst []byte, r Record) []byte {

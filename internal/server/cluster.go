@@ -37,6 +37,7 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	decide := controller.DefaultConfig(clusterID)
 	decide.SessionTimeoutMs = cfg.BrokerSessionTimeout.Milliseconds()
 	decide.UncleanLeaderElection = cfg.UncleanLeaderElection
+	decide.NodeID = cfg.NodeID
 	decide.DefaultPartitions = cfg.NumPartitions
 	decide.DefaultReplicationFactor = int16(cfg.DefaultReplicationFactor)
 	if cfg.AutoLeaderRebalance {
@@ -45,6 +46,7 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	}
 	opts.NodeID, opts.ClusterID, opts.Voters, opts.Listener, opts.Decide = cfg.NodeID, clusterID, voters, ln, decide
 	opts.Dir = filepath.Join(cfg.DataDir, engine.ClusterMetadataDir)
+	opts.ValidateConfigs = engine.ConfigValidator(cfg)
 	s, err := controller.StartService(opts)
 	if err != nil {
 		ln.Close()
