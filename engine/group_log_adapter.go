@@ -8,6 +8,10 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
 	"github.com/sluice-broker/sluice/record"
@@ -18,8 +22,16 @@ import (
 // __consumer_offsets.
 type groupLog struct{ p *Partition }
 
-// Append writes one batch through the partition, which moves the high
-// watermark and wakes the fetches waiting on it, as a produce does.
+// groupWriteTimeout bounds how long a coordinator write waits for the ISR
+// (Kafka's offsets.commit.timeout.ms default).
+const groupWriteTimeout = 5 * time.Second
+
+// Append writes one batch through the partition and returns once the high
+// watermark covers it: every in-sync replica has it, as Kafka's
+// coordinator writes with acks=all. Answering after the leader's append
+// alone lost a group's membership and offsets when its leadership moved
+// before the followers had fetched them (a controlled shutdown right after
+// the group formed). On a single node the watermark moves with the append.
 func (l groupLog) Append(batch []byte) (int64, error) {
 	res, err := l.p.appendInternal(batch, 0)
 	if errors.Is(err, storage.ErrMessageTooLarge) || errors.Is(err, storage.ErrRecordListTooLarge) {
@@ -28,7 +40,42 @@ func (l groupLog) Append(batch []byte) (int64, error) {
 	if err != nil {
 		return -1, err
 	}
+	if err := l.awaitReplicated(res.LastOffset + 1); err != nil {
+		return -1, err
+	}
 	return res.FirstOffset, nil
+}
+
+// writesGroupLog reports whether requests of an API may write to
+// __consumer_offsets (and so, in a cluster, wait in Append for followers
+// to fetch). A cluster serves them off the network loop: handlers run on
+// it inline, and a follower's Fetch on the same loop, which is what moves
+// the high watermark, would wait behind the blocked write until it timed
+// out.
+func writesGroupLog(key int16) bool {
+	switch kmsg.Key(key) {
+	case kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
+		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit:
+		return true
+	}
+	return false
+}
+
+// awaitReplicated waits until the high watermark reaches end.
+func (l groupLog) awaitReplicated(end int64) error {
+	done := make(chan int16, 1) // the waiter may answer after a timeout
+	code, waiting := l.p.awaitHighWatermark(end, func(code int16) { done <- code })
+	if waiting {
+		select {
+		case code = <-done:
+		case <-time.After(groupWriteTimeout):
+			return fmt.Errorf("__consumer_offsets-%d: not replicated within %v", l.p.Index, groupWriteTimeout)
+		}
+	}
+	if code != 0 {
+		return fmt.Errorf("__consumer_offsets-%d: %w", l.p.Index, kerr.ErrorForCode(code))
+	}
+	return nil
 }
 
 // Replay feeds every record of the partition, in log order, to fn. A batch

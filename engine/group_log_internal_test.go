@@ -74,3 +74,49 @@ func FuzzOffsetsReplay(f *testing.F) {
 		_, _ = c.LoadPartition(0, bytesLog(b))
 	})
 }
+
+// TestGroupWriteWaitsForISR: a coordinator write (group membership,
+// offset commit) returns only once the high watermark covers it. It used
+// to return after the leader's own append, so a group that formed and
+// committed just before a controlled shutdown moved its offsets
+// partition's leadership was gone on the new leader, whose replica had
+// not fetched the records yet: the member's next commit was answered
+// GROUP_ID_NOT_FOUND (found by the interop matrix's cluster run).
+func TestGroupWriteWaitsForISR(t *testing.T) {
+	br := benchBroker(t)
+	p := br.Topic("bench").Partition(0)
+	p.holdHighWatermark(true) // an in-sync follower that has not fetched yet
+	k := kmsg.OffsetCommitKey{Version: 1, Group: "g", Topic: "t", Partition: 0}
+	v := kmsg.NewOffsetCommitValue()
+	v.Version, v.Offset, v.LeaderEpoch = 3, 42, -1
+	batch := BuildTestBatch(t, TestBatchOpts{Codec: int8(record.None), ProducerID: -1}, TestRecord{Key: k.AppendTo(nil), Value: v.AppendTo(nil)})
+	type result struct {
+		base int64
+		err  error
+	}
+	returned := make(chan result, 1)
+	go func() {
+		base, err := groupLog{p}.Append(batch)
+		returned <- result{base, err}
+	}()
+	// The write is in the log and waits on the watermark: Append must not
+	// return before the watermark is released.
+	for waiting := 0; waiting == 0; {
+		select {
+		case r := <-returned:
+			t.Fatalf("Append returned (%d, %v) with the high watermark at %d, short of its batch", r.base, r.err, p.HighWatermark())
+		default:
+		}
+		p.mu.Lock()
+		waiting = len(p.mu.hwWaiters)
+		p.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	if leo, hw := p.LogEndOffset(), p.HighWatermark(); leo != 1 || hw != 0 {
+		t.Fatalf("log end %d, high watermark %d; want 1, 0", leo, hw)
+	}
+	p.holdHighWatermark(false)
+	if r := <-returned; r.err != nil || r.base != 0 || p.HighWatermark() != 1 {
+		t.Fatalf("Append = (%d, %v), high watermark %d; want (0, nil), 1", r.base, r.err, p.HighWatermark())
+	}
+}

@@ -106,6 +106,14 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 	}
 	r.Msg = msg
 	b.metrics.requestStarted(a)
+	if b.cluster != nil && writesGroupLog(r.Key) {
+		go b.serve(r, a) // off the network loop: see writesGroupLog
+		return
+	}
+	b.serve(r, a)
+}
+
+func (b *Broker) serve(r *Request, a *api) {
 	defer b.recoverHandler(r, a)
 	a.serve(b, r)
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"math"
 	"time"
 	"unsafe"
@@ -71,6 +72,11 @@ func (l *Log) appendLocked(entries []AppendEntry, opt *AppendOptions, now int64)
 		failEntries(entries, err)
 		return err
 	}
+	if err := l.holdActiveLocked(); err != nil {
+		failEntries(entries, err) // nothing was written: not sticky
+		return err
+	}
+	defer l.releaseActiveLocked()
 	first, staged := int64(-1), 0 // entries[staged:i] may be in the pending write
 	for i := range entries {
 		e := &entries[i]
@@ -100,10 +106,7 @@ func (l *Log) appendLocked(entries []AppendEntry, opt *AppendOptions, now int64)
 		return err
 	}
 	if first >= 0 && l.epochs.assign(opt.LeaderEpoch, first) {
-		if err := l.epochs.persist(); err != nil {
-			l.setErrLocked(err)
-			return l.mu.err
-		}
+		l.epochs.unsaved.Store(true) // saved before a recovery point covers first
 	}
 	return nil
 }
@@ -274,15 +277,16 @@ func (l *Log) writeStagedLocked(entries []AppendEntry) error {
 	if l.mu.pending == 0 {
 		return nil
 	}
-	s := l.mu.active
+	s, f := l.mu.active, l.mu.heldFile // held: appendLocked holds the active segment
 	pos := s.size.Load()
-	err := pwritevAll(int(s.log.Fd()), l.mu.iov, pos)
+	err := pwritevAll(int(f.Fd()), l.mu.iov, pos)
 	clear(l.mu.iov) // do not keep callers' buffers alive
 	l.mu.iov = l.mu.iov[:0]
+	s.wrote()
 	if err != nil {
 		s.ix.off.discard()
 		s.ix.tim.discard()
-		s.log.Truncate(pos) // best effort; recovery would cut the torn tail anyway
+		f.Truncate(pos) // best effort; recovery would cut the torn tail anyway
 		l.setErrLocked(err)
 		failEntries(entries, l.mu.err)
 		return l.mu.err
@@ -314,12 +318,13 @@ func advanceIovecs(iov []unix.Iovec, n int64) []unix.Iovec {
 // here, so producers do not wait for it.
 func (l *Log) rollLocked(now int64) error {
 	old := l.mu.active
-	old.finalTimeEntry()
-	if err := old.seal(); err != nil {
+	held := l.mu.held != nil
+	l.releaseActiveLocked() // sealing takes the indexes exclusively
+	if err := errors.Join(old.finalTimeEntry(), old.seal()); err != nil {
 		l.setErrLocked(err)
 		return l.mu.err
 	}
-	s, err := createSegment(l.dir, l.mu.nextOffset, l.mu.cfg)
+	s, err := createSegment(l, l.mu.nextOffset, l.mu.cfg)
 	if err != nil {
 		l.setErrLocked(err)
 		return l.mu.err
@@ -329,7 +334,37 @@ func (l *Log) rollLocked(now int64) error {
 	l.mu.active = s
 	l.leo.store(mark{l.mu.nextOffset, s.base, 0})
 	go l.flush(flushPolicy)
+	if held {
+		return l.holdActiveLocked()
+	}
 	return nil
+}
+
+// holdActiveLocked gets the active segment's index mappings and log
+// descriptor back if the caches let them go, and holds both (shared) so
+// that neither is evicted while the appender writes; releaseActiveLocked
+// lets them go. Between appends an idle partition costs neither a
+// mapping nor a descriptor.
+func (l *Log) holdActiveLocked() error {
+	s := l.mu.active
+	if err := s.holdIndexes(); err != nil {
+		return err
+	}
+	f, err := s.file()
+	if err != nil {
+		s.ix.RUnlock()
+		return err
+	}
+	l.mu.held, l.mu.heldFile = s, f
+	return nil
+}
+
+func (l *Log) releaseActiveLocked() {
+	if s := l.mu.held; s != nil {
+		s.fileDone()
+		s.ix.RUnlock()
+		l.mu.held, l.mu.heldFile = nil, nil
+	}
 }
 
 // MaybeRoll rolls the active segment when segment.ms has passed, and flushes

@@ -184,13 +184,12 @@ func TestStickyWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw := s.log
-	s.log = ro
+	rw := s.fd.f.Swap(ro)
 	e := []AppendEntry{{Records: buildBatch(spec(1, 10))}}
 	if err := l.Append(e, AppendOptions{}); err == nil || e[0].Err == nil {
 		t.Fatal("write to a read-only file succeeded")
 	}
-	s.log = rw
+	s.fd.f.Store(rw)
 	ro.Close()
 	e = []AppendEntry{{Records: buildBatch(spec(1, 10))}}
 	if err := l.Append(e, AppendOptions{}); err == nil || e[0].Err == nil {

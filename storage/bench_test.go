@@ -111,7 +111,7 @@ func syntheticLog(nsegs int, segBytes int64) *Log {
 	entries := segBytes / interval
 	segs := make([]*segment, nsegs)
 	for i := range segs {
-		s := newSegment("", int64(i)*entries*offsetsPerInterval, nil)
+		s := newSegment(nil, "", int64(i)*entries*offsetsPerInterval)
 		buf := make([]byte, entries*offsetEntrySize)
 		for e := int64(0); e < entries; e++ {
 			binary.BigEndian.PutUint32(buf[e*8:], uint32((e+1)*offsetsPerInterval-1))

@@ -100,21 +100,28 @@ func (l *Log) trimActiveLocked() error {
 	if s == nil {
 		return nil
 	}
-	s.finalTimeEntry()
+	if err := s.finalTimeEntry(); err != nil {
+		return err
+	}
 	s.ix.Lock()
 	defer s.ix.Unlock()
-	if !s.ix.writable {
+	if !s.ix.active {
 		return nil
 	}
 	return s.trimLocked() // dirty index pages stay in the page cache for the syncfs
 }
 
-// stage writes the producer snapshot, recovery point and high watermark
-// files beside their names, in the order commit renames them (the same
+// stage writes the leader-epoch file (if appends changed it), producer
+// snapshot, recovery point and high watermark files beside their names, in the order commit renames them (the same
 // order writeCheckpoints writes them).
 func (c *closing) stage(rp recoveryPoint, snap []byte) error {
 	l := c.l
 	c.rp = rp
+	if l.epochs.unsaved.Swap(false) { // the epochs of what rp covers
+		if err := c.write(epochFile, formatCheckpoint(l.epochs.snapshot())); err != nil {
+			return err
+		}
+	}
 	if snap != nil {
 		if err := c.write(segmentName(rp.offset, snapshotSuffix), snap); err != nil {
 			return err

@@ -313,7 +313,15 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 // one). A failure names the segment file and position.
 func (l *Log) eachBatch(s *segment, fn func(b []byte, h *record.Header) error) error {
 	size := s.size.Load()
-	r := chunkReader{f: s.log, size: size}
+	file, err := s.file()
+	if err != nil {
+		if s.deleted.Load() {
+			return errSegmentGone
+		}
+		return err
+	}
+	defer s.fileDone()
+	r := chunkReader{f: file, size: size}
 	r.mapForScan(0)
 	defer r.unmap()
 	for pos := int64(0); pos < size; {
@@ -369,11 +377,11 @@ func groupSegments(p *cleanPlan, upto int) [][]*segment {
 // cleanGroup filters a group of segments into one new segment and swaps it
 // in. A group of one segment in which nothing changes is left alone.
 func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *CompactStats) error {
-	out, err := createSegmentAs(l.dir, group[0].base, p.cfg, cleanedSuffix)
+	out, err := createSegmentAs(l, group[0].base, p.cfg, cleanedSuffix)
 	if err != nil {
 		return err
 	}
-	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.log, 1<<20), interval: p.cfg.IndexIntervalBytes}
+	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.fd.f.Load(), 1<<20), interval: p.cfg.IndexIntervalBytes} // pinned until published
 	changed := len(group) > 1
 	var before int64
 	for _, s := range group {
@@ -451,6 +459,7 @@ func (l *Log) swapIn(group []*segment, out *segment, before int64, st *CompactSt
 		l.setErrLocked(err)
 		return l.mu.err
 	}
+	out.unpinFile()
 	l.segs.Store(newSegList(slices.Concat(cur[:j], []*segment{out}, cur[j+len(group):])))
 	l.size.Add(out.size.Load() - before)
 	st.SegmentsReplaced += len(group)
@@ -515,13 +524,15 @@ func (w *cleanedWriter) finish(mtimeMs int64) error {
 		return err
 	}
 	s.publishIndexes()
-	s.finalTimeEntry()
+	if err := s.finalTimeEntry(); err != nil {
+		return err
+	}
 	s.mtimeMs = mtimeMs
 	mtime := time.UnixMilli(mtimeMs)
 	if err := os.Chtimes(s.path(logSuffix), mtime, mtime); err != nil {
 		return err
 	}
-	if err := s.log.Sync(); err != nil {
+	if err := s.fd.f.Load().Sync(); err != nil { // pinned until published
 		return err
 	}
 	return s.seal()

@@ -50,8 +50,10 @@
 //	  offset of that batch in .log      that carried it; strictly increasing
 //
 // The active segment's index files are preallocated to segment.index.bytes
-// (sparse files, so no disk is used) and mapped read-write; a roll or Close
-// trims them to their entries, which is what kafka-dump-log expects.
+// (sparse files, so no disk is used) and mapped read-write while it is in
+// use (an idle one is unmapped, see mapcache.go); a roll or Close trims
+// them to their entries, which is what kafka-dump-log expects. Segment
+// .log descriptors are opened on demand and cached (logfiles.go).
 //
 // # Concurrency
 //

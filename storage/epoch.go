@@ -3,6 +3,7 @@ package storage
 import (
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 )
 
 // epochEntry says that leader epoch starts at offset start.
@@ -20,7 +21,19 @@ type epochEntry struct {
 //	3 1200
 type epochCache struct {
 	dir string
-	mu  struct {
+	// unsaved: epochs were assigned by appends since the file was last
+	// written. Appends do not write the file (two fsyncs: they made the
+	// first write to each of thousands of partitions cost milliseconds);
+	// the flush that next writes a recovery point saves it first, and
+	// recovery assigns the epochs of the batches it scans past the
+	// recovery point again, as Kafka's does. Set after an assign, cleared
+	// before a save.
+	unsaved atomic.Bool
+	// saveMu serialises writes of the file: flushes save it under
+	// flushMu, truncation and retention under Log.mu, and two writers
+	// would race on its temporary file.
+	saveMu sync.Mutex
+	mu     struct {
 		sync.RWMutex
 		// entries is sorted with strictly increasing epoch and
 		// non-decreasing start.
@@ -139,7 +152,23 @@ func (c *epochCache) snapshot() [][]int64 {
 }
 
 func (c *epochCache) persist() error {
-	return writeFileAtomic(c.dir, epochFile, formatCheckpoint(c.snapshot()))
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	c.unsaved.Store(false)
+	err := writeFileAtomic(c.dir, epochFile, formatCheckpoint(c.snapshot()))
+	if err != nil {
+		c.unsaved.Store(true)
+	}
+	return err
+}
+
+// saveIfAssigned persists the history if appends changed it since it was
+// last saved.
+func (c *epochCache) saveIfAssigned() error {
+	if !c.unsaved.Load() {
+		return nil
+	}
+	return c.persist()
 }
 
 // clear forgets the whole history (the log was dropped).

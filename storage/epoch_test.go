@@ -44,6 +44,9 @@ func TestLeaderEpochCheckpointFile(t *testing.T) {
 			t.Fatal(i, err, e[0].Err)
 		}
 	}
+	if err := l.Flush(); err != nil { // appends leave the file to the flush
+		t.Fatal(err)
+	}
 	got, _ := os.ReadFile(filepath.Join(dir, epochFile))
 	if want := "0\n3\n0 0\n3 4\n5 8\n"; string(got) != want {
 		t.Fatalf("checkpoint %q, want %q", got, want)
@@ -60,6 +63,38 @@ func TestLeaderEpochCheckpointFile(t *testing.T) {
 	if e, o := l.EndOffsetForEpoch(5); e != 5 || o != 10 {
 		t.Fatalf("EndOffsetForEpoch(5) = %d %d", e, o)
 	}
+}
+
+// TestEpochsOfUnflushedAppendsAreRecoveredFromBatches: appends do not
+// write the leader-epoch file (it cost two fsyncs per new epoch, so the
+// first write to each of thousands of partitions); after a crash before
+// any flush, recovery assigns the epochs again from the batches it scans,
+// and the recovered history is saved.
+func TestEpochsOfUnflushedAppendsAreRecoveredFromBatches(t *testing.T) {
+	dir := filepath.Join(fastTempDir(t), "p-0")
+	l := mustOpen(t, dir, testConfig())
+	for _, epoch := range []int32{0, 2, 2, 7} {
+		e := []AppendEntry{{Records: buildBatch(spec(2, 10))}}
+		if err := l.Append(e, AppendOptions{LeaderEpoch: epoch}); err != nil || e[0].Err != nil {
+			t.Fatal(err, e[0].Err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, epochFile)); err == nil {
+		t.Fatal("an append wrote the epoch file")
+	}
+	crash(l)
+	l = mustOpen(t, dir, testConfig())
+	if l.LatestEpoch() != 7 {
+		t.Fatalf("latest epoch %d after recovery", l.LatestEpoch())
+	}
+	if e, o := l.EndOffsetForEpoch(2); e != 2 || o != 6 {
+		t.Fatalf("EndOffsetForEpoch(2) = %d %d", e, o)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, epochFile))
+	if want := "0\n3\n0 0\n2 2\n7 6\n"; string(got) != want {
+		t.Fatalf("checkpoint after recovery %q, want %q", got, want)
+	}
+	l.Close()
 }
 
 func TestEpochsTruncatedWithTornTail(t *testing.T) {

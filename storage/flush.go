@@ -2,7 +2,6 @@ package storage
 
 import (
 	"errors"
-	"os"
 	"time"
 )
 
@@ -81,18 +80,16 @@ func (l *Log) captureFlush(final bool) (recoveryPoint, *segList, []byte, error) 
 	return rp, l.segs.Load(), snap, nil
 }
 
-// syncSegments fsyncs the logs of the segments from base on, and the active
-// segment's indexes (whose entries below the recovery point recovery trusts).
+// syncSegments fsyncs the logs of the segments from base on that were
+// written since their last fsync, and the active segment's indexes (whose
+// entries below the recovery point recovery trusts).
 func (l *Log) syncSegments(segs *segList, base int64) error {
 	var errs []error
 	for _, s := range segs.segs[max(segs.find(base), 0):] {
 		if s.deleted.Load() {
 			continue
 		}
-		if err := s.log.Sync(); err != nil && !errors.Is(err, os.ErrClosed) {
-			errs = append(errs, err)
-		}
-		errs = append(errs, s.syncIndexes())
+		errs = append(errs, s.syncLog(), s.syncIndexes())
 	}
 	return errors.Join(errs...)
 }
@@ -109,6 +106,9 @@ func (l *Log) writeCheckpoints(rp recoveryPoint, snap []byte) error {
 		if prev >= 0 {
 			removeSnapshotsBelow(l.dir, prev) // keep the previous one as a fallback
 		}
+	}
+	if err := l.epochs.saveIfAssigned(); err != nil { // the epochs of what rp covers
+		return err
 	}
 	if err := writeRecoveryPoint(l.dir, rp); err != nil {
 		return err

@@ -74,6 +74,10 @@ func (l *Log) appendAsFollowerLocked(b []byte, now int64) (FollowerAppendResult,
 	if err := l.checkFollowerBatches(b, &res); err != nil {
 		return res, err
 	}
+	if err := l.holdActiveLocked(); err != nil {
+		return res, err // nothing was written: not sticky
+	}
+	defer l.releaseActiveLocked()
 	if err := l.assignFollowerEpochsLocked(b); err != nil {
 		return res, err
 	}
@@ -118,8 +122,9 @@ func (l *Log) checkFollowerBatches(b []byte, res *FollowerAppendResult) error {
 	return nil
 }
 
-// assignFollowerEpochsLocked records the leader epochs that begin in b and
-// persists the history if it changed, before b is written.
+// assignFollowerEpochsLocked records the leader epochs that begin in b,
+// before b is written; the file is saved before a recovery point covers
+// them (see epochCache.unsaved).
 func (l *Log) assignFollowerEpochsLocked(b []byte) error {
 	latest, changed := l.epochs.latest(), false
 	for pos := int64(0); pos < int64(len(b)); pos += record.Size(b[pos:]) {
@@ -129,12 +134,8 @@ func (l *Log) assignFollowerEpochsLocked(b []byte) error {
 			latest = epoch
 		}
 	}
-	if !changed {
-		return nil
-	}
-	if err := l.epochs.persist(); err != nil {
-		l.setErrLocked(err)
-		return l.mu.err
+	if changed {
+		l.epochs.unsaved.Store(true)
 	}
 	return nil
 }

@@ -18,8 +18,10 @@ import (
 
 // Region is a byte range of a segment file, returned by reads instead of bytes.
 // File stays valid (not closed) for at least FileDeleteDelayMs after the
-// segment is deleted, or until the log is closed, so an in-flight sendfile
-// never hits a closed or reused descriptor.
+// segment is deleted or its descriptor leaves the descriptor cache (see
+// logfiles.go for the floor under descriptor pressure), or until the log
+// is closed, so an in-flight sendfile never hits a closed or reused
+// descriptor.
 type Region struct {
 	File *os.File
 	Pos  int64 // byte position in File
@@ -70,6 +72,12 @@ type Log struct {
 		unflushedMsgs int64
 		lastFlushMs   int64
 
+		// held is the active segment while the appender holds its index
+		// mappings and descriptor (holdActiveLocked), heldFile that
+		// descriptor; nil otherwise.
+		held     *segment
+		heldFile *os.File
+
 		// The cleaner checkpoint (compact.go): offsets below cleanPoint
 		// may be compacted; cleanHorizon is the earliest delete horizon
 		// of a kept tombstone, math.MaxInt64 if none.
@@ -102,6 +110,10 @@ type Log struct {
 	durableBase atomic.Int64
 
 	removals removals // delayed file removals (file.delete.delay.ms)
+	// deleteDelayMs is mu.cfg.FileDeleteDelayMs, readable without mu by
+	// the descriptor cache, which delays closing a descriptor that lent a
+	// Region by as much.
+	deleteDelayMs atomic.Int64
 }
 
 // removals are the file removals a log has scheduled for later, so that
@@ -259,6 +271,7 @@ func Open(dir string, cfg Config) (*Log, error) {
 	}
 	l := &Log{dir: dir}
 	l.mu.cfg = cfg
+	l.deleteDelayMs.Store(cfg.FileDeleteDelayMs)
 	l.mu.lastFlushMs = time.Now().UnixMilli()
 	if err := l.load(); err != nil {
 		l.closeSegments()
@@ -276,6 +289,7 @@ func (l *Log) SetConfig(cfg Config) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.cfg = cfg.normalized()
+	l.deleteDelayMs.Store(l.mu.cfg.FileDeleteDelayMs)
 }
 
 func (l *Log) config() Config {
@@ -341,7 +355,7 @@ func (l *Log) markFor(offset int64) (mark, bool) {
 	if offset == s.base {
 		return mark{offset, s.base, 0}, true
 	}
-	pos, _, err := s.findBatch(offset, end)
+	pos, _, err := s.findBatchOpen(offset, end)
 	if err != nil {
 		return mark{offset, s.base, end}, err == errBeyondEnd
 	}
@@ -395,8 +409,7 @@ func (l *Log) sealActiveLocked() error {
 	if s == nil {
 		return nil
 	}
-	s.finalTimeEntry()
-	return s.seal()
+	return errors.Join(s.finalTimeEntry(), s.seal())
 }
 
 func (l *Log) closeSegments() error {

@@ -5,24 +5,31 @@ import (
 	"sync/atomic"
 )
 
-// Index mappings are bounded process-wide. An active segment always has its
-// two index files mapped (2 mappings per partition). Inactive segments map
-// theirs on first use and stay mapped until evicted from a CLOCK cache
-// holding at most maxMapped segments (2 mappings each). So a broker with P
-// partitions holds at most 2*P + 2*maxMapped index mappings, and since a
-// mapping does not keep its file open, index files cost no descriptors
-// (each segment keeps exactly one descriptor: its .log, needed for
-// sendfile). The default of 1024 keeps a 10,000-partition broker at
-// ~22,000 mappings, well under Linux's default vm.max_map_count of 65,530.
+// Index mappings are bounded process-wide. A segment maps its two index
+// files on first use (an append to the active segment, or a search) and
+// stays mapped until evicted from a CLOCK cache holding at most maxMapped
+// segments (2 mappings each), active ones included: an idle active
+// segment's read-write mappings go like any other, keeping their entry
+// counts, and come back on the next append or search without a scan (its
+// dirty pages stay in the page cache, and a flush then fsyncs the files
+// instead of msyncing the mapping). Only mappings a writer fills without
+// the lock are pinned while it does (recovery, truncation, a cleaner
+// output). So a broker holds about 2*maxMapped index mappings whatever its
+// partition count (plus those in use at once, which eviction skips), and
+// since a mapping does not keep its file open, index files cost no
+// descriptors. The default of 1024 segments is 2,048 mappings, far under
+// Linux's default vm.max_map_count of 65,530; `sluice serve` sizes it from
+// that limit.
 var maxMapped atomic.Int64
 
 func init() { maxMapped.Store(1024) }
 
-// SetMaxMappedSegments sets how many inactive segments may keep their
-// indexes mapped at once (process-wide). n < 1 is treated as 1.
+// SetMaxMappedSegments sets how many segments may keep their indexes
+// mapped at once (process-wide). n < 1 is treated as 1.
 func SetMaxMappedSegments(n int) { maxMapped.Store(int64(max(n, 1))) }
 
-// mapCache is the CLOCK ring of inactive segments whose indexes are mapped.
+// mapCache is the CLOCK ring of segments whose indexes are mapped and not
+// pinned.
 var mapCache struct {
 	mu   sync.Mutex
 	ring []*segment // Invariant: s in ring <=> s.ix.cached

@@ -79,10 +79,15 @@ func (l *Log) readOnce(offset int64, maxBytes int32, uncommitted bool) (Region, 
 // stopped, the start is a remembered boundary and, if everything up to the
 // limit fits in maxBytes, no file access at all is needed.
 func (s *segment) read(offset, end, endOff, maxBytes int64) (Region, error) {
+	f, err := s.file()
+	if err != nil {
+		return Region{}, err
+	}
+	defer s.fileDone()
 	start, ok := s.boundary(offset)
 	if !ok || start >= end {
 		var err error
-		if start, _, err = s.findBatch(offset, end); err == errBeyondEnd {
+		if start, _, err = s.findBatch(f, offset, end); err == errBeyondEnd {
 			return Region{}, nil // offset's batch is not wholly below the limit yet
 		} else if err != nil {
 			return Region{}, err
@@ -93,14 +98,15 @@ func (s *segment) read(offset, end, endOff, maxBytes int64) (Region, error) {
 		// Cut at the last boundary within maxBytes, but keep the first
 		// batch whole even if it is larger (KIP-74).
 		var err error
-		if stop, stopOff, err = s.boundaryBefore(start+maxBytes, start, end); err != nil {
+		if stop, stopOff, err = s.boundaryBefore(f, start+maxBytes, start, end); err != nil {
 			return Region{}, err
 		}
 	}
 	if stopOff >= 0 {
 		s.rememberBoundary(stopOff, stop)
 	}
-	return Region{File: s.log, Pos: start, Len: stop - start, NextOffset: stopOff}, nil
+	s.lend()
+	return Region{File: f, Pos: start, Len: stop - start, NextOffset: stopOff}, nil
 }
 
 // OffsetForTimestamp returns the first batch whose maxTimestamp >= ts: its

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -81,6 +82,7 @@ func (l *Log) load() error {
 	if err := l.publishLoaded(segs, next); err != nil {
 		return err
 	}
+	segs[len(segs)-1].unpinIndexes() // recovery is done writing them without the lock
 	if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err == nil {
 		err = syncDir(l.dir) // a crash from now on must be seen as unclean
 		if err != nil {
@@ -129,15 +131,20 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		s, err := createSegment(l.dir, max(start, 0), l.mu.cfg)
+		s, err := createSegment(l, max(start, 0), l.mu.cfg)
 		if err != nil {
 			return nil, false, err
 		}
-		return []*segment{s}, true, syncDir(l.dir)
+		// No directory fsync: an empty log a crash loses is created again
+		// by the next Open, and the first flush to write a recovery
+		// point fsyncs the directory (writeFileAtomic) after the log
+		// file it covers. Here it was most of what creating a partition
+		// cost, and a CreateTopics of thousands paid it thousands of times.
+		return []*segment{s}, true, nil
 	}
 	segs = make([]*segment, 0, len(bases))
 	for _, base := range bases {
-		s, err := openSegment(l.dir, base)
+		s, err := openSegment(l, base)
 		if err != nil {
 			closeAll(segs)
 			return nil, false, err
@@ -205,7 +212,7 @@ func (l *Log) completeSwaps() error {
 // was renamed) is dropped if the segment it would replace still exists,
 // since then none of the old segments was touched yet.
 func (l *Log) completeSwap(base int64, logs []int64) error {
-	out := newSegment(l.dir, base, nil)
+	out := newSegment(l, l.dir, base)
 	out.tmp = swapSuffix
 	next, pos, err := scanSwap(out.path(logSuffix), base)
 	if err != nil {
@@ -278,10 +285,11 @@ func (l *Log) openClean(segs []*segment, rp recoveryPoint) (int64, error) {
 			return 0, err
 		}
 	}
-	s := segs[len(segs)-1]
-	if err := s.mapWritable(l.mu.cfg); err != nil {
-		return 0, err
+	for _, s := range segs {
+		s.logDirty.Store(false) // a clean close made every byte durable
 	}
+	s := segs[len(segs)-1]
+	s.activateKnown(l.mu.cfg)
 	s.maxTs.Store(rp.maxTs)
 	s.maxTsOff.Store(rp.maxTsOff)
 	s.bytesSinceIndex = rp.bytesSinceIndex
@@ -350,8 +358,7 @@ func (l *Log) rebuildSealed(s *segment) error {
 	if bad != nil {
 		return &CorruptError{File: s.path(logSuffix), Pos: end, Reason: bad}
 	}
-	s.finalTimeEntry()
-	return s.seal()
+	return errors.Join(s.finalTimeEntry(), s.seal())
 }
 
 // recoverSegments validates everything after the recovery point. It returns
@@ -380,7 +387,7 @@ func (l *Log) recoverSegments(segs []*segment, rp recoveryPoint, haveRP bool) ([
 		} else if err := l.restartSegment(s); err != nil {
 			return nil, 0, err
 		}
-		end, n, bad := l.scanSegment(s, pos, max(next, s.base), true, l.replayBatch)
+		end, n, bad := l.scanSegment(s, pos, max(next, s.base), true, l.recoverBatch)
 		next = n
 		if bad != nil {
 			if err := l.classifyDamage(segs[i:], end, next, bad); err != nil {
@@ -394,8 +401,7 @@ func (l *Log) recoverSegments(segs []*segment, rp recoveryPoint, haveRP bool) ([
 			break
 		}
 		if i < len(segs)-1 {
-			s.finalTimeEntry()
-			if err := s.seal(); err != nil {
+			if err := errors.Join(s.finalTimeEntry(), s.seal()); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -457,12 +463,17 @@ const recoveryChunk = 4 << 20
 // file, why the batch there is bad, with the offset after the last valid
 // batch.
 func (l *Log) scanSegment(s *segment, pos, next int64, validate bool, fn func([]byte)) (end, nextOff int64, bad error) {
-	st, err := s.log.Stat()
+	f, err := s.file()
+	if err != nil {
+		return pos, next, err
+	}
+	defer s.fileDone()
+	st, err := f.Stat()
 	if err != nil {
 		return pos, next, err
 	}
 	fileSize := st.Size()
-	r := chunkReader{f: s.log, size: fileSize}
+	r := chunkReader{f: f, size: fileSize}
 	r.mapForScan(pos)
 	defer r.unmap()
 	interval := l.mu.cfg.IndexIntervalBytes
@@ -590,7 +601,12 @@ func (l *Log) classifyDamage(segs []*segment, pos, next int64, reason error) err
 			return &CorruptError{File: s.path(logSuffix), Pos: pos, Reason: reason}
 		}
 	}
-	if found, err := validBatchAfter(s.log, pos, next, l.mayBeCleaned(next)); err != nil {
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	defer s.fileDone()
+	if found, err := validBatchAfter(f, pos, next, l.mayBeCleaned(next)); err != nil {
 		return err
 	} else if found >= 0 {
 		return &CorruptError{File: s.path(logSuffix), Pos: pos, Reason: fmt.Errorf("%w (a valid batch follows at %d)", reason, found)}
@@ -641,11 +657,16 @@ func validBatchAfter(f *os.File, pos, next int64, cleaned bool) (int64, error) {
 
 // truncateTail cuts a torn tail off s at pos, durably.
 func (l *Log) truncateTail(s *segment, pos int64) error {
-	if err := s.log.Truncate(pos); err != nil {
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	defer s.fileDone()
+	if err := f.Truncate(pos); err != nil {
 		return err
 	}
 	s.size.Store(pos)
-	return s.log.Sync()
+	return f.Sync()
 }
 
 // removeSegments deletes (empty) segments that followed a torn tail.
@@ -666,8 +687,13 @@ func (l *Log) firstBatchTime(s *segment) int64 {
 	if s.size.Load() < record.HeaderLen {
 		return now
 	}
+	f, err := s.file()
+	if err != nil {
+		return now
+	}
+	defer s.fileDone()
 	var h [record.HeaderLen]byte
-	if _, err := s.log.ReadAt(h[:], 0); err != nil {
+	if _, err := f.ReadAt(h[:], 0); err != nil {
 		return now
 	}
 	if ts := record.MaxTimestamp(h[:]); ts > 0 && ts < now {

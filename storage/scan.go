@@ -72,12 +72,13 @@ func nextBatch(h []byte, pos, end int64) (int64, error) {
 // position just after it, scanning headers forward from the index hint (or
 // from a remembered batch boundary). end is the committed end of the
 // segment for this read.
-func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
+// f is the segment's descriptor, held by the caller.
+func (s *segment) findBatch(f *os.File, offset, end int64) (pos, next int64, err error) {
 	pos = s.indexLookup(offset)
 	if p, ok := s.boundary(offset); ok && p < end {
 		pos = p
 	}
-	r := newHeaderReader(s.log)
+	r := newHeaderReader(f)
 	defer r.close()
 	for pos < end {
 		h, err := r.header(pos, end)
@@ -93,6 +94,17 @@ func (s *segment) findBatch(offset, end int64) (pos, next int64, err error) {
 		pos = next
 	}
 	return 0, 0, errBeyondEnd
+}
+
+// findBatchOpen is findBatch for a caller that does not hold the
+// descriptor.
+func (s *segment) findBatchOpen(offset, end int64) (pos, next int64, err error) {
+	f, err := s.file()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.fileDone()
+	return s.findBatch(f, offset, end)
 }
 
 // boundaryHints is the number of remembered batch boundaries per segment.
@@ -137,8 +149,8 @@ var errBeyondEnd = errors.New("storage: offset beyond read limit")
 // that starts there. The index gives a boundary close below target, so only
 // a short stretch is scanned; when that boundary is past first, the first
 // batch is known to end by then and its header need not be read.
-func (s *segment) boundaryBefore(target, first, end int64) (pos, offset int64, err error) {
-	r := newHeaderReader(s.log)
+func (s *segment) boundaryBefore(f *os.File, target, first, end int64) (pos, offset int64, err error) {
+	r := newHeaderReader(f)
 	defer r.close()
 	pos = s.indexLookupPos(target)
 	if pos <= first {
@@ -204,7 +216,12 @@ func (s *segment) timeLookup(ts int64) int64 {
 // ts, scanning from the time index hint up to end.
 func (s *segment) findTimestamp(ts, end int64) (offset, batchTs int64, ok bool, err error) {
 	pos := s.indexLookup(s.timeLookup(ts))
-	r := newHeaderReader(s.log)
+	f, err := s.file()
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer s.fileDone()
+	r := newHeaderReader(f)
 	defer r.close()
 	for pos < end {
 		h, err := r.header(pos, end)

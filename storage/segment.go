@@ -45,7 +45,16 @@ type segment struct {
 	hints [boundaryHints]atomic.Uint64
 
 	dir string
-	log *os.File // open for the segment's whole life (Regions point at it)
+	// owner is the log the segment belongs to (its file.delete.delay.ms
+	// delays the close of an evicted descriptor that lent a Region); nil
+	// for a segment outside a log.
+	owner *Log
+	// fd is the .log descriptor, opened on demand (see logfiles.go); get
+	// it with file.
+	fd segFile
+	// logDirty: bytes were written to the .log since its last fsync. Set
+	// after each write, cleared before each fsync.
+	logDirty atomic.Bool
 
 	// tmp is appended to the segment's file names while it is a cleaner
 	// output (cleanedSuffix, then swapSuffix); "" for every published
@@ -67,18 +76,37 @@ type segment struct {
 	deleted atomic.Bool // set once renamed to .deleted
 }
 
-// segIndex is the mapping state of a segment's indexes. Readers hold the
-// RWMutex shared while they search; mapping and unmapping hold it exclusively,
-// so a mapping is never pulled from under a search.
+// segIndex is the mapping state of a segment's indexes. Readers, and the
+// appender while it writes entries, hold the RWMutex shared; mapping and
+// unmapping hold it exclusively, so a mapping is never pulled from under a
+// search or a write.
 type segIndex struct {
 	sync.RWMutex
 	mapped   bool        // off.buf and tim.buf are valid
-	used     atomic.Bool // CLOCK reference bit, set by searches
+	used     atomic.Bool // CLOCK reference bit, set by searches and appends
 	off      offsetIndex
-	writable bool // mapped read-write at preallocated size (active or recovering)
-	pinned   bool // never evicted: the active segment, or heap-backed in tests
-	cached   bool // in mapCache.ring; guarded by mapCache.mu
-	tim      timeIndex
+	writable bool // mapped read-write at preallocated size
+	// active: the index files are a writer's (the active segment, or one
+	// under recovery, truncation or cleaning), preallocated to offCap and
+	// timCap bytes. The entry counts in off and tim stay valid while such
+	// indexes are unmapped, so mapping them again scans nothing.
+	// Invariant: writable => active.
+	active         bool
+	offCap, timCap int64
+	// exact: the index files are as a clean close left them, trimmed to
+	// their entries with the final time entry added and synced: an idle
+	// partition's next close need not map, trim or sync them again. Set
+	// by activateKnown, cleared by mapping them writable.
+	exact bool
+	// pinned: never evicted: a writer fills the mapping without holding
+	// the lock (recovery, truncation, a cleaner output), or it is
+	// heap-backed (tests).
+	pinned bool
+	cached bool // in mapCache.ring; guarded by mapCache.mu
+	// dirty: entries were published since the index files were last
+	// synced. Set after entries are written, cleared before a sync.
+	dirty atomic.Bool
+	tim   timeIndex
 }
 
 func segmentName(base int64, suffix string) string { return fmt.Sprintf("%020d%s", base, suffix) }
@@ -97,23 +125,26 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 	return base, err == nil && base >= 0
 }
 
-func newSegment(dir string, base int64, f *os.File) *segment {
-	s := &segment{base: base, dir: dir, log: f, createdMs: time.Now().UnixMilli()}
+func newSegment(owner *Log, dir string, base int64) *segment {
+	s := &segment{base: base, dir: dir, owner: owner, createdMs: time.Now().UnixMilli()}
 	s.lastOff.Store(base - 1)
 	s.maxTs.Store(-1)
 	s.maxTsOff.Store(-1)
 	return s
 }
 
-// createSegment makes a new empty active segment with preallocated, mapped
-// indexes. Leftover files of the same name (from a crash) are replaced.
-func createSegment(dir string, base int64, cfg Config) (*segment, error) {
-	return createSegmentAs(dir, base, cfg, "")
+// createSegment makes a new empty active segment of l with preallocated,
+// mapped indexes; its mappings and descriptor are in the caches.
+// Leftover files of the same name (from a crash) are replaced.
+func createSegment(l *Log, base int64, cfg Config) (*segment, error) {
+	return createSegmentAs(l, base, cfg, "")
 }
 
-// createSegmentAs is createSegment for files named with the suffix tmp.
-func createSegmentAs(dir string, base int64, cfg Config, tmp string) (*segment, error) {
-	s := newSegment(dir, base, nil)
+// createSegmentAs is createSegment for files named with the suffix tmp. A
+// cleaner output (tmp != "") keeps its descriptor and mappings pinned
+// until it is published (unpin) or discarded.
+func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, error) {
+	s := newSegment(l, l.dir, base)
 	s.tmp = tmp
 	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -124,36 +155,44 @@ func createSegmentAs(dir string, base int64, cfg Config, tmp string) (*segment, 
 	if err != nil {
 		return nil, err
 	}
-	s.log = f
 	if err := s.mapIndexes(cfg, true); err != nil {
 		f.Close()
 		return nil, err
 	}
 	s.mtimeMs = s.createdMs
+	if tmp != "" {
+		s.fd.f.Store(f)
+		s.fd.pinned = true
+		return s, nil
+	}
+	s.unpinIndexes()
+	s.fd.Lock()
+	evicted := s.adoptFileLocked(f)
+	s.fd.Unlock()
+	retire(evicted)
 	return s, nil
 }
 
-// openSegment opens an existing segment's log; its indexes stay unmapped.
-func openSegment(dir string, base int64) (*segment, error) {
-	s := newSegment(dir, base, nil)
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+// openSegment finds an existing segment of l; its log is opened and its
+// indexes mapped when first used. Its bytes may not be durable (it may be
+// a crashed process's tail), so the first flush fsyncs it.
+func openSegment(l *Log, base int64) (*segment, error) {
+	s := newSegment(l, l.dir, base)
+	st, err := os.Stat(s.path(logSuffix))
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	s.log = f
 	s.size.Store(st.Size())
 	s.mtimeMs = st.ModTime().UnixMilli()
+	s.logDirty.Store(true)
 	return s, nil
 }
 
-// mapWritable maps both indexes read-write at their preallocated size, as
-// the active segment (and a segment under recovery) needs. Entries already
-// in the files are kept as far as they are sane; recovery trims them further.
+// mapWritable maps both indexes read-write at their preallocated size and
+// pins them, as a writer that fills them without the lock needs (recovery,
+// truncation). Entries already in the files are kept as far as they are
+// sane; recovery trims them further. An active segment's known entries are
+// kept as they are.
 func (s *segment) mapWritable(cfg Config) error { return s.mapIndexes(cfg, false) }
 
 // mapIndexes is mapWritable; fresh says the index files were just created,
@@ -162,24 +201,32 @@ func (s *segment) mapWritable(cfg Config) error { return s.mapIndexes(cfg, false
 func (s *segment) mapIndexes(cfg Config, fresh bool) error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
-	if s.ix.mapped {
-		if s.ix.writable {
-			return nil
+	if s.ix.active {
+		if err := s.remapLocked(); err != nil {
+			return err
 		}
+		cacheRemove(s)
+		s.ix.pinned = true
+		return nil
+	}
+	if s.ix.mapped {
 		cacheRemove(s)
 		s.unmapLocked()
 	}
-	offBuf, offSize, err := mapFile(s.path(indexSuffix), max(cfg.offsetIndexCap(), roundUp(s.fileSize(indexSuffix), offsetEntrySize)), true)
+	offCap := max(cfg.offsetIndexCap(), roundUp(s.fileSize(indexSuffix), offsetEntrySize))
+	timCap := max(cfg.timeIndexCap(), roundUp(s.fileSize(timeIndexSuffix), timeEntrySize))
+	offBuf, offSize, err := mapFile(s.path(indexSuffix), offCap, true)
 	if err != nil {
 		return err
 	}
-	timBuf, timSize, err := mapFile(s.path(timeIndexSuffix), max(cfg.timeIndexCap(), roundUp(s.fileSize(timeIndexSuffix), timeEntrySize)), true)
+	timBuf, timSize, err := mapFile(s.path(timeIndexSuffix), timCap, true)
 	if err != nil {
 		unmap(offBuf)
 		return err
 	}
 	s.ix.off.buf, s.ix.tim.buf = offBuf, timBuf
-	s.ix.mapped, s.ix.writable, s.ix.pinned = true, true, true
+	s.ix.offCap, s.ix.timCap = offCap, timCap
+	s.ix.mapped, s.ix.writable, s.ix.pinned, s.ix.active = true, true, true, true
 	if fresh {
 		s.ix.off.truncate(0)
 		s.ix.tim.truncate(0)
@@ -189,6 +236,92 @@ func (s *segment) mapIndexes(cfg Config, fresh bool) error {
 	s.ix.tim.truncate(min(timSize/timeEntrySize, s.ix.tim.validPrefix(maxRel)))
 	return nil
 }
+
+// activateKnown makes a cleanly closed segment the active one without
+// touching its index files: a clean close trimmed them to exactly their
+// entries, so the counts come from their sizes, and they are mapped (and
+// grown back to their preallocated size) on the first append or search.
+func (s *segment) activateKnown(cfg Config) {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	offSize, timSize := s.fileSize(indexSuffix), s.fileSize(timeIndexSuffix)
+	s.ix.offCap = max(cfg.offsetIndexCap(), roundUp(offSize, offsetEntrySize))
+	s.ix.timCap = max(cfg.timeIndexCap(), roundUp(timSize, timeEntrySize))
+	s.ix.off.truncate(offSize / offsetEntrySize)
+	s.ix.tim.truncate(timSize / timeEntrySize)
+	s.ix.active, s.ix.exact = true, true
+}
+
+// remapLocked maps an active segment's unmapped indexes again at their
+// preallocated size; the entry counts were kept, so nothing is scanned.
+// The caller holds s.ix exclusively and registers the mapping with the
+// cache unless it pins it.
+func (s *segment) remapLocked() error {
+	if s.ix.mapped {
+		return nil
+	}
+	offBuf, _, err := mapFile(s.path(indexSuffix), s.ix.offCap, true)
+	if err != nil {
+		return err
+	}
+	timBuf, _, err := mapFile(s.path(timeIndexSuffix), s.ix.timCap, true)
+	if err != nil {
+		unmap(offBuf)
+		return err
+	}
+	s.ix.off.buf, s.ix.tim.buf = offBuf, timBuf
+	s.ix.mapped, s.ix.writable, s.ix.exact = true, true, false // mapFile grew them
+	return nil
+}
+
+// remapCachedLocked is remapLocked for a mapping the cache may evict.
+func (s *segment) remapCachedLocked() error {
+	if s.ix.mapped {
+		return nil
+	}
+	if err := s.remapLocked(); err != nil {
+		return err
+	}
+	cacheAdd(s)
+	return nil
+}
+
+// unpinIndexes hands a writable mapping to the cache: from now on it is
+// evicted when idle, and the appender holds it while writing entries.
+func (s *segment) unpinIndexes() {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	if !s.ix.pinned || !s.ix.writable {
+		return // not mapped, or heap-backed (tests)
+	}
+	s.ix.pinned = false
+	cacheAdd(s)
+}
+
+// holdIndexes maps the active segment's indexes if the cache let them go
+// and holds them shared, so the appender can write entries; it releases
+// them with s.ix.RUnlock.
+func (s *segment) holdIndexes() error {
+	for {
+		s.ix.RLock()
+		if s.ix.writable {
+			if !s.ix.used.Load() {
+				s.ix.used.Store(true)
+			}
+			return nil
+		}
+		active := s.ix.active
+		s.ix.RUnlock()
+		if !active {
+			return errNotActive
+		}
+		if err := s.mapForSearch(); err != nil {
+			return err
+		}
+	}
+}
+
+var errNotActive = errors.New("storage: segment is not writable")
 
 const maxRel = 1<<32 - 1
 
@@ -202,9 +335,10 @@ func (s *segment) fileSize(suffix string) int64 {
 	return st.Size()
 }
 
-// mapReadOnly maps a sealed segment's trimmed index files for searching and
-// registers them with the mapping cache.
-func (s *segment) mapReadOnly() error {
+// mapForSearch maps the segment's indexes for searching and registers
+// them with the mapping cache: a sealed segment's trimmed files read-only,
+// an active segment's read-write as they were.
+func (s *segment) mapForSearch() error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
 	if s.ix.mapped {
@@ -214,6 +348,9 @@ func (s *segment) mapReadOnly() error {
 		// Its files are renamed, and a cleaned segment may have taken its
 		// index names: never map by name again.
 		return errSegmentDeleted
+	}
+	if s.ix.active {
+		return s.remapCachedLocked()
 	}
 	offBuf, _, err := mapFile(s.path(indexSuffix), 0, false)
 	if err != nil {
@@ -233,7 +370,9 @@ func (s *segment) mapReadOnly() error {
 	return nil
 }
 
-// unmapLocked releases the mappings; the caller holds s.ix exclusively.
+// unmapLocked releases the mappings; an active segment keeps its entry
+// counts for the next mapping. The caller holds s.ix exclusively and has
+// taken s out of the cache.
 func (s *segment) unmapLocked() {
 	if !s.ix.mapped {
 		return
@@ -243,8 +382,10 @@ func (s *segment) unmapLocked() {
 		unmap(s.ix.tim.buf)
 	}
 	s.ix.off.buf, s.ix.tim.buf = nil, nil
-	s.ix.off.truncate(0)
-	s.ix.tim.truncate(0)
+	if !s.ix.active {
+		s.ix.off.truncate(0)
+		s.ix.tim.truncate(0)
+	}
 	s.ix.mapped, s.ix.writable, s.ix.pinned = false, false, false
 }
 
@@ -261,7 +402,7 @@ func (s *segment) acquire() bool {
 			return true
 		}
 		s.ix.RUnlock()
-		if s.mapReadOnly() != nil {
+		if s.mapForSearch() != nil {
 			return false
 		}
 	}
@@ -269,40 +410,90 @@ func (s *segment) acquire() bool {
 
 func (s *segment) release() { s.ix.RUnlock() }
 
-// seal turns the active segment into an inactive one: the indexes are synced,
-// unmapped and trimmed to their real size (so kafka-dump-log and a later open
-// see exactly the entries written). The log is not synced here.
+// seal turns the active segment into an inactive one: the indexes are
+// unmapped, trimmed to their real size (so kafka-dump-log and a later open
+// see exactly the entries written) and fsynced (which writes their dirty
+// pages, mapped or not). The log is not synced here.
 func (s *segment) seal() error {
 	s.ix.Lock()
 	defer s.ix.Unlock()
-	if !s.ix.writable {
+	if !s.ix.active {
 		return nil
 	}
-	err := errors.Join(syncMapped(s.ix.off.buf), syncMapped(s.ix.tim.buf))
-	return errors.Join(err, s.trimLocked(),
+	if s.ix.exact {
+		return s.trimLocked() // nothing to cut or sync
+	}
+	return errors.Join(s.trimLocked(),
 		syncPath(s.path(indexSuffix)),
 		syncPath(s.path(timeIndexSuffix)))
 }
 
 // trimLocked unmaps the writable indexes and cuts their files to the
-// entries they hold. The caller holds s.ix exclusively.
+// entries they hold; the segment is no longer active. The caller holds
+// s.ix exclusively.
 func (s *segment) trimLocked() error {
 	offLen := s.ix.off.n.Load() * offsetEntrySize
 	timLen := s.ix.tim.n.Load() * timeEntrySize
+	exact := s.ix.exact
+	cacheRemove(s)
+	s.ix.active, s.ix.exact = false, false
 	s.unmapLocked()
+	if exact {
+		return nil
+	}
 	return errors.Join(
 		truncatePath(s.path(indexSuffix), offLen),
 		truncatePath(s.path(timeIndexSuffix), timLen))
 }
 
-// syncIndexes flushes the active segment's index mappings.
+// syncIndexes makes the active segment's published index entries durable:
+// an msync while they are mapped, an fsync of the files after the cache
+// unmapped them (their dirty pages stay in the page cache).
 func (s *segment) syncIndexes() error {
 	s.ix.RLock()
 	defer s.ix.RUnlock()
-	if !s.ix.writable {
+	if !s.ix.active || !s.ix.dirty.Swap(false) {
 		return nil
 	}
-	return errors.Join(syncMapped(s.ix.off.buf), syncMapped(s.ix.tim.buf))
+	var err error
+	if s.ix.mapped {
+		err = errors.Join(syncMapped(s.ix.off.buf), syncMapped(s.ix.tim.buf))
+	} else {
+		err = errors.Join(syncPath(s.path(indexSuffix)), syncPath(s.path(timeIndexSuffix)))
+	}
+	if err != nil {
+		s.ix.dirty.Store(true)
+	}
+	return err
+}
+
+// syncLog fsyncs the .log if bytes were written since its last fsync,
+// opening it if the cache closed it: the page cache kept those bytes.
+func (s *segment) syncLog() error {
+	if !s.logDirty.Swap(false) {
+		return nil
+	}
+	f, err := s.file()
+	if err != nil {
+		s.logDirty.Store(true)
+		if errors.Is(err, ErrClosed) || errors.Is(err, errSegmentDeleted) {
+			return nil // closed or deleted meanwhile: nothing to make durable
+		}
+		return err
+	}
+	err = f.Sync()
+	s.fileDone()
+	if err != nil {
+		s.logDirty.Store(true)
+	}
+	return err
+}
+
+// wrote notes that bytes were written to the log.
+func (s *segment) wrote() {
+	if !s.logDirty.Load() {
+		s.logDirty.Store(true)
+	}
 }
 
 func syncPath(path string) error {
@@ -314,22 +505,25 @@ func syncPath(path string) error {
 	return f.Sync()
 }
 
-// close unmaps the indexes and closes the log file.
+// close unmaps the indexes and closes the log file for good.
 func (s *segment) close() error {
 	s.ix.Lock()
 	cacheRemove(s)
+	s.ix.active = false
 	s.unmapLocked()
 	s.ix.Unlock()
-	return s.log.Close()
+	return s.closeFile()
 }
 
 var errSegmentDeleted = errors.New("storage: segment deleted")
 
-// renameDeleted renames the segment's files to *.deleted; the open log
-// descriptor keeps working for in-flight Regions. deleted is set under the
-// index lock, so no reader maps the index files by name after this point
-// (a cleaned segment may reuse the names).
+// renameDeleted renames the segment's files to *.deleted; the log
+// descriptor, pinned open first, keeps working for in-flight Regions and
+// readers until removeDeleted. deleted is set under the index lock, so no
+// reader maps the index files by name after this point (a cleaned segment
+// may reuse the names).
 func (s *segment) renameDeleted() error {
+	s.pinFile() // best effort: without it, readers of the segment fail
 	s.ix.Lock()
 	s.deleted.Store(true)
 	s.ix.Unlock()
@@ -361,15 +555,28 @@ func (s *segment) largestTimestamp() int64 {
 
 // finalTimeEntry adds the segment's largest timestamp to the time index if
 // it is not its last entry yet, as Kafka does when a segment becomes
-// inactive; kafka-dump-log and retention read it there. Writer only.
-func (s *segment) finalTimeEntry() {
+// inactive; kafka-dump-log and retention read it there. Writer only; it
+// must not hold the indexes (holdIndexes).
+func (s *segment) finalTimeEntry() error {
 	ts := s.maxTs.Load()
-	if ts < 0 || !s.ix.writable {
-		return
+	if ts < 0 {
+		return nil
+	}
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	if !s.ix.active || s.ix.exact { // exact: the clean close added it
+		return nil
+	}
+	if !s.ix.pinned {
+		if err := s.remapCachedLocked(); err != nil {
+			return err
+		}
 	}
 	if s.ix.tim.maybeAdd(ts, uint32(s.maxTsOff.Load()-s.base)) {
 		s.ix.tim.publish()
+		s.ix.dirty.Store(true)
 	}
+	return nil
 }
 
 // trackBatch updates the indexes and timestamp state for a batch placed at
@@ -394,6 +601,10 @@ func (s *segment) trackBatch(pos, size, lastOffset, maxTs int64, interval int32)
 }
 
 func (s *segment) publishIndexes() {
+	if s.ix.off.n.Load() == s.ix.off.pending && s.ix.tim.n.Load() == s.ix.tim.pending {
+		return
+	}
 	s.ix.off.publish()
 	s.ix.tim.publish()
+	s.ix.dirty.Store(true)
 }

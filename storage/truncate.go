@@ -150,8 +150,13 @@ func cutPoint(s *segment, offset int64) (pos, end int64, err error) {
 	if offset <= s.base {
 		return 0, offset, nil
 	}
+	f, err := s.file()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer s.fileDone()
 	size := s.size.Load()
-	pos, _, err = s.findBatch(offset, size)
+	pos, _, err = s.findBatch(f, offset, size)
 	if err == errBeyondEnd {
 		return size, offset, nil // a compacted log's gap at the segment end
 	}
@@ -159,7 +164,7 @@ func cutPoint(s *segment, offset int64) (pos, end int64, err error) {
 		return 0, 0, err
 	}
 	var h [record.HeaderLen]byte
-	if _, err := s.log.ReadAt(h[:], pos); err != nil {
+	if _, err := f.ReadAt(h[:], pos); err != nil {
 		return 0, 0, err
 	}
 	return pos, min(offset, record.BaseOffset(h[:])), nil
@@ -191,7 +196,9 @@ func (l *Log) cutLocked(segs []*segment, i int, pos, end int64) error {
 		if err := s.mapWritable(l.mu.cfg); err != nil {
 			return err
 		}
-		s.cutIndexes(pos, end)
+		if err := s.cutIndexes(pos, end); err != nil {
+			return err
+		}
 		rp = recoveryPoint{end, s.base, pos, s.maxTs.Load(), s.maxTsOff.Load(), s.bytesSinceIndex}
 	}
 	if err := l.lowerRecoveryPoint(rp); err != nil {
@@ -214,7 +221,7 @@ func (l *Log) cutLocked(segs []*segment, i int, pos, end int64) error {
 	if err := l.truncHook("segment cut"); err != nil {
 		return err
 	}
-	next, err := createSegment(l.dir, end, l.mu.cfg)
+	next, err := createSegment(l, end, l.mu.cfg)
 	if err != nil {
 		return err
 	}
@@ -243,7 +250,7 @@ func (l *Log) truncHook(stage string) error {
 // remaining time index entry holds the largest timestamp up to the last
 // remaining offset index entry, and the few batches from there to pos are
 // read. s is mapped writable; writer only.
-func (s *segment) cutIndexes(pos, end int64) {
+func (s *segment) cutIndexes(pos, end int64) error {
 	n := s.ix.off.n.Load()
 	for n > 0 {
 		if _, p := s.ix.off.entry(n - 1); int64(p) < pos {
@@ -270,7 +277,12 @@ func (s *segment) cutIndexes(pos, end int64) {
 		ts, rel := s.ix.tim.entry(m - 1)
 		maxTs, maxTsOff = ts, s.base+int64(rel)
 	}
-	r := newHeaderReader(s.log)
+	f, err := s.file()
+	if err != nil {
+		return err
+	}
+	defer s.fileDone()
+	r := newHeaderReader(f)
 	defer r.close()
 	for p := from; p < pos; {
 		h, err := r.header(p, pos)
@@ -286,6 +298,7 @@ func (s *segment) cutIndexes(pos, end int64) {
 	s.maxTsOff.Store(maxTsOff)
 	s.lastOff.Store(end - 1)
 	s.bytesSinceIndex = pos - from
+	return nil
 }
 
 // lowerRecoveryPoint makes the recovery point (in memory and on disk) no
@@ -346,17 +359,22 @@ func (l *Log) retireSegmentsLocked(dead []*segment) error {
 // remaining index entries.
 func (l *Log) cutSegment(s *segment, pos int64) error {
 	if old := s.size.Load(); pos < old {
-		if err := s.log.Truncate(pos); err != nil {
+		f, err := s.file()
+		if err != nil {
 			return err
 		}
-		s.size.Store(pos)
-		l.size.Add(pos - old)
-		if err := s.log.Sync(); err != nil {
+		err = f.Truncate(pos)
+		if err == nil {
+			s.size.Store(pos)
+			l.size.Add(pos - old)
+			err = f.Sync()
+		}
+		s.fileDone()
+		if err != nil {
 			return err
 		}
 	}
-	s.finalTimeEntry()
-	return s.seal()
+	return errors.Join(s.finalTimeEntry(), s.seal())
 }
 
 // publishCutLocked makes the truncated segment list and log end visible.
@@ -428,7 +446,7 @@ func (l *Log) truncateFullySteps(offset int64) error {
 	if err := l.truncHook("full: segments retired"); err != nil {
 		return err
 	}
-	s, err := createSegment(l.dir, offset, l.mu.cfg)
+	s, err := createSegment(l, offset, l.mu.cfg)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 //	sluice bench [flags]                 one load run against --brokers
 //	sluice bench limits [flags]          the machine's loopback sendfile and write limits
 //	sluice bench zcprobe [flags]         count a process's zero-copy vs copied socket bytes (eBPF, root)
+//	sluice bench partitions [flags]      partition scale: create, write, idle, Metadata, stop, cold start
 //
 // The side-by-side runner (Sluice vs Kafka vs kfake) is a command of its
 // own, bench/cmd/benchcompare, so this binary links no test broker.
@@ -30,6 +32,8 @@ func benchCmd(args []string) error {
 			return benchLimits(args[1:])
 		case "zcprobe":
 			return benchZCProbe(ctx, args[1:])
+		case "partitions":
+			return benchPartitions(ctx, args[1:])
 		}
 	}
 	return benchRun(ctx, args)
@@ -39,7 +43,7 @@ func benchRun(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: sluice bench [flags]
-       sluice bench limits|zcprobe [flags]
+       sluice bench limits|zcprobe|partitions [flags]
 
 Produces and consumes through franz-go against any Kafka-compatible broker and
 reports throughput and produce-ack / end-to-end latency percentiles.
@@ -133,4 +137,96 @@ func benchZCProbe(ctx context.Context, args []string) error {
 		fmt.Printf("  (fexit unavailable: %s)\n", r.FallbackReason)
 	}
 	return nil
+}
+
+// benchPartitions is `sluice bench partitions`: the partition-scale
+// workload against a broker it starts (Sluice from a binary, or Apache
+// Kafka from its jars) or one already running.
+func benchPartitions(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bench partitions", flag.ContinueOnError)
+	cfg := bench.PartitionScaleConfig{Log: os.Stderr}
+	fs.IntVar(&cfg.Partitions, "partitions", 1000, "partitions in all")
+	fs.IntVar(&cfg.Topics, "topics", 10, "topics they are spread over (one CreateTopics each)")
+	fs.DurationVar(&cfg.Idle, "idle", 5*time.Second, "how long idle CPU is measured")
+	fs.IntVar(&cfg.MetadataSamples, "metadata-samples", 9, "full Metadata requests timed (median reported)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "bound on each step")
+	sluiceBin := fs.String("sluice", "", "sluice binary to start (default: this one) unless --kafka-libs or --bootstrap")
+	kafkaLibs := fs.String("kafka-libs", "", "start Apache Kafka (single-node KRaft) from the jars in this directory instead")
+	java := fs.String("java", "java", "java binary for --kafka-libs")
+	heap := fs.String("kafka-heap", "1G", "Kafka's -Xms/-Xmx")
+	bootstrap := fs.String("bootstrap", "", "measure a broker already running at HOST:PORT (no shutdown or cold start)")
+	fs.IntVar(&cfg.Pid, "pid", 0, "with --bootstrap: the broker's pid, for memory and CPU")
+	dataDir := fs.String("data-dir", "", "data directory of the started broker (default: a temporary one, removed after)")
+	jsonOut := fs.String("json", "", "write the result as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *bootstrap != "" {
+		cfg.Bootstrap = *bootstrap
+	} else {
+		dir, cleanup, err := scaleDataDir(*dataDir)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		if err := startedBroker(&cfg, dir, *sluiceBin, *kafkaLibs, *java, *heap); err != nil {
+			return err
+		}
+	}
+	res, err := bench.RunPartitionScale(ctx, cfg)
+	if res != nil {
+		res.WriteText(os.Stdout)
+		if *jsonOut != "" {
+			if jerr := bench.WriteJSONFile(*jsonOut, res); jerr != nil && err == nil {
+				err = jerr
+			}
+		}
+	}
+	return err
+}
+
+// startedBroker sets cfg up to start Kafka (libs given) or Sluice on dir,
+// listening on free 127.0.0.1 ports.
+func startedBroker(cfg *bench.PartitionScaleConfig, dir, sluiceBin, kafkaLibs, java, heap string) error {
+	port, err := freeLocalPort()
+	if err != nil {
+		return err
+	}
+	cfg.Bootstrap = fmt.Sprintf("127.0.0.1:%d", port)
+	if kafkaLibs != "" {
+		cport, err := freeLocalPort()
+		if err != nil {
+			return err
+		}
+		cfg.Command, err = bench.KafkaCommand(java, kafkaLibs, dir, port, cport, heap)
+		return err
+	}
+	if sluiceBin == "" {
+		if sluiceBin, err = os.Executable(); err != nil {
+			return err
+		}
+	}
+	cfg.Command = bench.SluiceCommand(sluiceBin, cfg.Bootstrap, dir)
+	return nil
+}
+
+func scaleDataDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-partitions-")
+	return dir, func() { os.RemoveAll(dir) }, err
+}
+
+// freeLocalPort is a TCP port free on 127.0.0.1 just now.
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

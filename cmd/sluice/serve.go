@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-broker/sluice/engine"
 	"github.com/sluice-broker/sluice/internal/server"
+	"github.com/sluice-broker/sluice/storage"
 )
 
 // serveFlags are the command-line settings; each overrides the config file.
@@ -47,11 +48,19 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	sizeStorageCaches(logger)
+	// Signals are caught before the start: a start opens every partition
+	// (tens of seconds at 50,000), and SIGTERM's default action then
+	// killed the process mid-way, leaving every log to a full recovery at
+	// the next start. Now a stop asked for during the start follows it.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	srv, err := server.Start(server.Options{Config: cfg, Logger: logger, Metrics: f.metrics, Net: netBackend(cfg.Net), NetLoops: cfg.NetLoops})
 	if err != nil {
 		return err
 	}
-	return waitAndStop(srv, logger)
+	return waitAndStop(srv, sig, logger)
 }
 
 // loadConfig layers: embedded defaults, then the SLUICE_NET environment
@@ -126,9 +135,7 @@ func netBackend(v string) string {
 
 // waitAndStop serves until SIGINT/SIGTERM, then stops accepting, finishes
 // in-flight requests, flushes and marks a clean shutdown.
-func waitAndStop(srv *server.Server, logger *slog.Logger) error {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+func waitAndStop(srv *server.Server, sig chan os.Signal, logger *slog.Logger) error {
 	select {
 	case s := <-sig:
 		logger.Info("shutting down", "signal", s.String())
@@ -155,4 +162,67 @@ func newLogger(level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("bad --log-level %q", level)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// sizeStorageCaches raises RLIMIT_NOFILE's soft limit to the hard limit
+// (Kafka's operations guide asks for a high one; Go has raised it at start
+// since 1.19, and this makes it explicit and logged) and sizes storage's
+// .log descriptor and index mapping caches from the descriptor limit and
+// vm.max_map_count, so a broker with any number of partitions stays under
+// both.
+func sizeStorageCaches(logger *slog.Logger) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		logger.Warn("cannot read RLIMIT_NOFILE; storage caches keep their defaults", "err", err)
+		return
+	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = lim.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err == nil {
+			lim = raised
+		} else {
+			logger.Warn("cannot raise RLIMIT_NOFILE", "soft", lim.Cur, "hard", lim.Max, "err", err)
+		}
+	}
+	maps := readMaxMapCount()
+	files, mapped := logFileBudget(lim.Cur), mappedSegmentBudget(maps)
+	storage.SetMaxOpenLogFiles(files)
+	storage.SetMaxMappedSegments(mapped)
+	logger.Info("storage limits", "nofile", lim.Cur, "log_files", files, "max_map_count", maps, "mapped_segments", mapped)
+}
+
+// logFileBudget is how many segment .log descriptors to cache under a
+// descriptor limit of nofile: a quarter of it (at least 1,024) is left to
+// sockets, checkpoint files and the runtime, and the rest is split evenly
+// between the cache and evicted descriptors whose close is delayed for a
+// Region in flight (storage bounds those to the cache's size).
+func logFileBudget(nofile uint64) int {
+	reserve := max(nofile/4, 1024)
+	if nofile < reserve+64 {
+		return 32
+	}
+	return int(min((nofile-reserve)/2, 1<<20))
+}
+
+// mappedSegmentBudget is how many segments may keep their two index files
+// mapped under vm.max_map_count: a quarter of the count (at least 4,096)
+// is left to the heap, stacks, binaries and network rings.
+func mappedSegmentBudget(maxMapCount uint64) int {
+	reserve := max(maxMapCount/4, 4096)
+	if maxMapCount < reserve+64 {
+		return 32
+	}
+	return int(min((maxMapCount-reserve)/2, 1<<20))
+}
+
+// readMaxMapCount is vm.max_map_count, or Linux's default if unreadable.
+func readMaxMapCount() uint64 {
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err == nil {
+		if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n
+		}
+	}
+	return 65530
 }

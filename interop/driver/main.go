@@ -48,6 +48,7 @@ type options struct {
 	workDir  string // logs and data; a temp dir when empty
 	logLevel string
 	budget   time.Duration // the whole matrix; scenarios get what is left
+	cluster  bool          // also run the three-broker matrix
 }
 
 func parseFlags() options {
@@ -55,11 +56,12 @@ func parseFlags() options {
 	var only string
 	flag.StringVar(&o.root, "root", ".", "repository root")
 	flag.StringVar(&o.sluice, "sluice", "", "sluice binary (default: go build ./cmd/sluice)")
-	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all)")
+	flag.StringVar(&only, "only", "", "comma-separated scenario ids to run (default: all; \"cluster\": every cluster-* one)")
 	flag.StringVar(&o.out, "out", filepath.Join("bin", "COMPATIBILITY.md"), "matrix to write, relative to -root (empty: none; COMPATIBILITY.md updates the tracked one)")
 	flag.StringVar(&o.workDir, "work", "", "directory for logs and the broker's data (default: a new temp dir)")
 	flag.StringVar(&o.logLevel, "broker-log-level", "info", "the broker's --log-level")
 	flag.DurationVar(&o.budget, "budget", 15*time.Minute, "time for the whole matrix; a scenario gets at most what is left")
+	flag.BoolVar(&o.cluster, "cluster", true, "also run the matrix against a three-broker cluster")
 	flag.Parse()
 	if only != "" {
 		o.only = map[string]bool{}
@@ -98,16 +100,29 @@ func run(o options) (passed bool, err error) {
 			return false, err
 		}
 	}
-	br, err := startBroker(bin, work, o.logLevel)
-	if err != nil {
-		return false, err
+	deadline := time.Now().Add(o.budget)
+	var results []scenarioResult
+	if single := selectScenarios(matrix(), o.only); len(single) > 0 {
+		br, err := startBroker(bin, work, o.logLevel)
+		if err != nil {
+			return false, err
+		}
+		defer br.kill()
+		log.Printf("broker %s up (pid %d, data %s, log %s)", br.addr, br.cmd.Process.Pid, br.dataDir, br.logPath)
+		env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir, deadline: deadline}
+		results = runMatrix(single, env, br)
 	}
-	defer br.kill()
-	log.Printf("broker %s up (pid %d, data %s, log %s)", br.addr, br.cmd.Process.Pid, br.dataDir, br.logPath)
-
-	env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir,
-		deadline: time.Now().Add(o.budget)}
-	results := runMatrix(selectScenarios(matrix(), o.only), env, br)
+	if clustered := selectScenarios(clusterMatrix(), o.only); len(clustered) > 0 && o.cluster {
+		c, err := startCluster(bin, work, o.logLevel, 3)
+		if err != nil {
+			return false, fmt.Errorf("three-broker cluster: %w", err)
+		}
+		defer c.kill()
+		log.Printf("cluster %s up: %s (data %s)", c.id, c.bootstrap(), c.dataDirs())
+		env := scenarioEnv{root: root, work: work, bootstrap: c.bootstrap(), dataDir: c.dataDirs(),
+			clusterID: c.id, deadline: deadline}
+		results = append(results, runClusterMatrix(clustered, env, c)...)
+	}
 	ok := publish(results)
 	if o.out != "" && o.only == nil {
 		path := filepath.Join(root, o.out)
@@ -126,33 +141,54 @@ func run(o options) (passed bool, err error) {
 // stops the broker, then runs the scenarios that read what it left on disk.
 // The broker's own clean shutdown is one more result.
 func runMatrix(selected []scenario, env scenarioEnv, br *broker) (results []scenarioResult) {
+	nodes := []*broker{br}
 	lives := map[string]*runOutput{}
 	for _, sc := range selected {
 		if !sc.afterStop {
-			results = append(results, runScenario(sc, env, br, nil))
+			results = append(results, runScenario(sc, env, nodes, nil, nil))
 		} else if sc.liveArgv != nil {
 			log.Printf("running %s live part", sc.id)
-			out := runCommand(sc, sc.liveArgv, env, br, filepath.Join(env.work, sc.id+".log"))
+			out := runCommand(sc, sc.liveArgv, env, nodes, filepath.Join(env.work, sc.id+".log"), nil)
 			lives[sc.id] = &out
 		}
 	}
-	results = append(results, shutdownResult(br.stop(30*time.Second), br.logPath))
+	results = append(results, shutdownResult("broker", "sluice serve", tableTools, br.stop(30*time.Second), br.logPath))
 	for _, sc := range selected {
 		if sc.afterStop {
-			results = append(results, runScenario(sc, env, br, lives[sc.id]))
+			results = append(results, runScenario(sc, env, nodes, lives[sc.id], nil))
 		}
 	}
 	return results
 }
 
-// shutdownResult records whether the broker exited 0 on SIGTERM, as the
-// dump-log checks rely on a clean shutdown.
-func shutdownResult(stopErr error, logPath string) scenarioResult {
+// runClusterMatrix runs the cluster scenarios one after another, each
+// starting from a whole cluster and able to have one node stopped and
+// started again; then stops every node and runs the on-disk checks.
+func runClusterMatrix(selected []scenario, env scenarioEnv, c *cluster) (results []scenarioResult) {
+	for _, sc := range selected {
+		if sc.afterStop {
+			continue
+		}
+		r := &restarter{c: c}
+		results = append(results, runScenario(sc, env, c.nodes, nil, r))
+	}
+	results = append(results, shutdownResult("cluster", "sluice serve ×3 (cluster)", tableClusterTools, c.stop(), c.nodes[0].logPath))
+	for _, sc := range selected {
+		if sc.afterStop {
+			results = append(results, runScenario(sc, env, c.nodes, nil, nil))
+		}
+	}
+	return results
+}
+
+// shutdownResult records whether the broker (every node) exited 0 on
+// SIGTERM, as the dump-log checks rely on a clean shutdown.
+func shutdownResult(id, client, table string, stopErr error, logPath string) scenarioResult {
 	const capID = "SIGTERM, exit 0"
-	r := scenarioResult{scenario: scenario{id: "broker", client: "sluice serve", version: "this commit",
-		table: tableTools, caps: []string{capID}}, logPath: logPath}
+	r := scenarioResult{scenario: scenario{id: id, client: client, version: "this commit",
+		table: table, caps: []string{capID}}, logPath: logPath}
 	if stopErr != nil {
-		log.Printf("broker did not stop cleanly: %v", stopErr)
+		log.Printf("%s did not stop cleanly: %v", id, stopErr)
 		r.lines = []line{{"fail", capID, stopErr.Error()}}
 	} else {
 		r.lines = []line{{"pass", capID, "stopped accepting, flushed and exited 0"}}
@@ -178,7 +214,7 @@ func selectScenarios(all []scenario, only map[string]bool) []scenario {
 	}
 	var out []scenario
 	for _, sc := range all {
-		if only[sc.id] {
+		if only[sc.id] || (only["cluster"] && strings.HasPrefix(sc.id, "cluster-")) {
 			out = append(out, sc)
 		}
 	}
@@ -196,10 +232,14 @@ func buildBroker(root, bin string) error {
 	return nil
 }
 
-// broker is the sluice serve process under test.
+// broker is one sluice serve process under test: the single node, or a
+// node of the cluster (id, controllerAddr and configPath set).
 type broker struct {
+	id                     int32
 	addr, dataDir, logPath string
-	cmd                    *exec.Cmd
+	controllerAddr         string
+	configPath             string
+	cmd                    *exec.Cmd // nil while stopped
 	exited                 chan error
 	logFile                *os.File
 }
@@ -218,37 +258,46 @@ func startBroker(bin, work, logLevel string) (*broker, error) {
 		addr:    fmt.Sprintf("127.0.0.1:%d", port),
 		dataDir: filepath.Join(work, "data"),
 		logPath: filepath.Join(work, "broker.log"),
-		exited:  make(chan error, 1),
 	}
 	props := filepath.Join(work, "server.properties")
 	if err := os.WriteFile(props, []byte(brokerProperties), 0o644); err != nil {
 		return nil, err
 	}
-	if b.logFile, err = os.Create(b.logPath); err != nil {
+	logFile, err := os.Create(b.logPath)
+	if err != nil {
 		return nil, err
 	}
-	b.cmd = exec.Command(bin, "serve", "--listen", b.addr, "--data-dir", b.dataDir,
-		"--config", props, "--log-level", logLevel)
+	return b, b.start(logFile, exec.Command(bin, "serve", "--listen", b.addr, "--data-dir", b.dataDir,
+		"--config", props, "--log-level", logLevel))
+}
+
+// start runs cmd as the broker, logging to logFile, and waits until it
+// listens on b.addr.
+func (b *broker) start(logFile *os.File, cmd *exec.Cmd) error {
+	b.logFile, b.cmd, b.exited = logFile, cmd, make(chan error, 1)
 	b.cmd.Stdout, b.cmd.Stderr = b.logFile, b.logFile
 	if err := b.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start broker: %w", err)
+		b.cmd = nil
+		logFile.Close()
+		return fmt.Errorf("start broker: %w", err)
 	}
-	go func() { b.exited <- b.cmd.Wait() }()
+	go func() { b.exited <- cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		select {
-		case err := <-b.exited:
-			return nil, fmt.Errorf("broker exited at start (%v); log:\n%s", err, tail(b.logPath, 30))
-		default:
+		if !b.alive() {
+			err := <-b.exited
+			b.cmd = nil
+			b.logFile.Close()
+			return fmt.Errorf("broker exited at start (%v); log:\n%s", err, tail(b.logPath, 30))
 		}
 		if c, err := net.DialTimeout("tcp", b.addr, time.Second); err == nil {
 			c.Close()
-			return b, nil
+			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.kill()
-	return nil, fmt.Errorf("broker did not listen on %s within 30s", b.addr)
+	return fmt.Errorf("broker did not listen on %s within 30s", b.addr)
 }
 
 // alive reports whether the broker process is still running.
@@ -300,16 +349,20 @@ func freePort() (int, error) {
 
 // scenarioEnv is what every scenario is told through its environment.
 type scenarioEnv struct {
-	root, work, bootstrap, dataDir string
-	deadline                       time.Time // of the whole matrix
+	root, work, bootstrap string
+	dataDir               string    // comma-separated for a cluster: one per node
+	clusterID             string    // set for the cluster
+	deadline              time.Time // of the whole matrix
 }
 
 // runScenario runs a scenario's command (and, for an afterStop scenario,
-// the live part recorded earlier) and folds its result lines.
-func runScenario(sc scenario, env scenarioEnv, br *broker, live *runOutput) scenarioResult {
+// the live part recorded earlier) and folds its result lines. ctl, for a
+// cluster scenario, serves its broker stop and start requests; the cluster
+// is made whole again afterwards.
+func runScenario(sc scenario, env scenarioEnv, nodes []*broker, live *runOutput, ctl *restarter) scenarioResult {
 	res := scenarioResult{scenario: sc, logPath: filepath.Join(env.work, sc.id+".log")}
 	log.Printf("running %s (timeout %v, log %s)", sc.id, sc.timeout, res.logPath)
-	out := runCommand(sc, sc.argv, env, br, res.logPath)
+	out := runCommand(sc, sc.argv, env, nodes, res.logPath, ctl)
 	if live != nil {
 		out.lines = append(live.lines, out.lines...)
 		if out.err == nil {
@@ -317,6 +370,12 @@ func runScenario(sc scenario, env scenarioEnv, br *broker, live *runOutput) scen
 		}
 		out.brokerLog = append(live.brokerLog, out.brokerLog...)
 		out.brokerDied = out.brokerDied || live.brokerDied
+	}
+	if ctl != nil {
+		if err := ctl.heal(); err != nil {
+			ctl.lines = append(ctl.lines, line{"fail", "restart", "cluster not whole after the scenario: " + err.Error()})
+		}
+		out.lines = append(out.lines, ctl.lines...)
 	}
 	res.lines, res.runErr, res.brokerDied, res.brokerLog, res.elapsed = out.lines, out.err, out.brokerDied, out.brokerLog, out.elapsed
 	res.finish()
@@ -333,10 +392,13 @@ type runOutput struct {
 	elapsed    time.Duration
 }
 
-func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath string) runOutput {
+func runCommand(sc scenario, argv []string, env scenarioEnv, nodes []*broker, logPath string, ctl *restarter) runOutput {
 	var out runOutput
 	start := time.Now()
-	logMark := fileSize(br.logPath)
+	logMarks := make([]int64, len(nodes))
+	for i, b := range nodes {
+		logMarks[i] = fileSize(b.logPath)
+	}
 	timeout := min(sc.timeout, time.Until(env.deadline))
 	if timeout <= 0 {
 		out.err = errors.New("not started: the matrix's time budget was spent")
@@ -352,6 +414,9 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath
 		"SLUICE_ROOT="+env.root,
 		"INTEROP_WORK="+env.work,
 	)
+	if env.clusterID != "" {
+		cmd.Env = append(cmd.Env, "SLUICE_CLUSTER_ID="+env.clusterID, "SLUICE_DATA_DIRS="+env.dataDir)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Kill the whole process group on timeout: JVMs and shells start children.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -363,11 +428,35 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath
 	}
 	defer logFile.Close()
 	fmt.Fprintf(logFile, "### %s\n", strings.Join(argv, " "))
+	var requests chan string
+	if ctl != nil {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			out.err = err
+			return out
+		}
+		requests = make(chan string, 4)
+		served := make(chan struct{})
+		defer func() { <-served }()
+		go func() {
+			defer close(served)
+			for req := range requests {
+				reply := ctl.control(req)
+				fmt.Fprintf(logFile, "### driver: %s -> %s\n", req, reply)
+				io.WriteString(stdin, reply+"\n")
+			}
+		}()
+	}
 	pr, pw := io.Pipe()
 	cmd.Stdout = io.MultiWriter(logFile, pw)
 	cmd.Stderr = logFile
 	parsed := make(chan []line, 1)
-	go func() { parsed <- parseLines(pr) }()
+	go func() {
+		parsed <- parseLines(pr, requests)
+		if requests != nil {
+			close(requests)
+		}
+	}()
 	runErr := cmd.Run()
 	pw.Close()
 	out.lines = <-parsed
@@ -378,10 +467,12 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, br *broker, logPath
 	case runErr != nil:
 		out.err = runErr
 	}
-	if br.cmd != nil && !br.alive() {
-		out.brokerDied = true
+	for i, b := range nodes {
+		if b.cmd != nil && !b.alive() {
+			out.brokerDied = true
+		}
+		out.brokerLog = append(out.brokerLog, brokerComplaints(b.logPath, logMarks[i], 12)...)
 	}
-	out.brokerLog = brokerComplaints(br.logPath, logMark, 12)
 	return out
 }
 

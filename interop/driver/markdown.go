@@ -16,63 +16,39 @@ func renderMarkdown(results []scenarioResult, now time.Time) string {
 	b.WriteString("scenario against a freshly built `sluice serve` on 127.0.0.1 with an empty data\n")
 	fmt.Fprintf(&b, "directory. Last run: %s. Do not edit by hand.\n\n", now.UTC().Format("2006-01-02 15:04 MST"))
 
-	var pass, fail int
-	for _, r := range results {
-		for _, o := range r.outcomes {
-			switch o.verdict {
-			case "pass":
-				pass++
-			case "fail":
-				fail++
-			}
-		}
-	}
-	fmt.Fprintf(&b, "**%d passed, %d failed.**\n\n", pass, fail)
+	single, clustered := tally(results, false), tally(results, true)
+	fmt.Fprintf(&b, "**%d passed, %d failed.** Single node: %s. Three-broker cluster: %s.\n\n",
+		single.pass+clustered.pass, single.fail+clustered.fail, single, clustered)
 
 	b.WriteString("## Clients\n\n")
-	b.WriteString("| client | version |")
-	for _, c := range clientCaps {
-		fmt.Fprintf(&b, " %s |", c.title)
-	}
-	b.WriteString("\n|---|---|")
-	for range clientCaps {
-		b.WriteString("---|")
-	}
+	clientTable(&b, results, tableClients, clientCaps)
+	b.WriteString("\n## Kafka tools\n\n")
+	toolTable(&b, results, tableTools)
+
+	b.WriteString("\n## Three-broker cluster\n\n")
+	b.WriteString("The same clients against three `sluice serve` processes, each a broker and a controller\n")
+	b.WriteString("voter (process.roles=broker,controller, one `sluice format` cluster id, README's three-node\n")
+	b.WriteString("configs with offsets.topic.replication.factor=3), bootstrapping from all three addresses.\n")
+	b.WriteString("While a client's group member consumes, the driver stops the group's coordinator with\n")
+	b.WriteString("SIGTERM and starts it again.\n\n")
+	clientTable(&b, results, tableClusterClients, clusterCaps)
 	b.WriteString("\n")
-	for _, r := range results {
-		if r.scenario.table != tableClients {
-			continue
-		}
-		fmt.Fprintf(&b, "| %s | %s |", r.scenario.client, escape(r.version))
-		for _, c := range clientCaps {
-			fmt.Fprintf(&b, " %s |", cell(r.outcomes, c.id))
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("\npass: scripted and asserted; **FAIL**: see below; skip: the client cannot do it (see below);\n")
-	b.WriteString("gap: Kafka serves it, Sluice does not yet (the client asked and was told so; not counted as a failure);\n")
-	b.WriteString("n/a: the client has no such feature, or the scenario does not exercise it for this client.\n\n")
-	for _, c := range clientCaps {
+	for _, c := range clusterCaps {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", c.title, c.meaning)
 	}
-
-	b.WriteString("\n## Kafka tools\n\n")
-	b.WriteString("| tool | version | step | result |\n|---|---|---|---|\n")
-	for _, r := range results {
-		if r.scenario.table != tableTools {
-			continue
-		}
-		for _, c := range r.capOrder() {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.scenario.client, escape(r.version), c, cell(r.outcomes, c))
-		}
-	}
+	b.WriteString("\n### Kafka tools against the cluster\n\n")
+	toolTable(&b, results, tableClusterTools)
 
 	var notes []string
 	for _, r := range results {
+		where := ""
+		if isCluster(r) {
+			where = " [cluster]"
+		}
 		for _, c := range r.capOrder() {
 			o := r.outcomes[c]
 			if o.verdict != "pass" {
-				notes = append(notes, fmt.Sprintf("- %s, %s (%s): %s", r.scenario.client, c, verdictWord(o.verdict), escape(o.detail)))
+				notes = append(notes, fmt.Sprintf("- %s%s, %s (%s): %s", r.scenario.client, where, c, verdictWord(o.verdict), escape(o.detail)))
 			}
 		}
 	}
@@ -83,7 +59,11 @@ func renderMarkdown(results []scenarioResult, now time.Time) string {
 	}
 	b.WriteString("\n## What each run reported\n\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "**%s** (%s, %.0fs)\n\n", r.scenario.client, escape(r.version), r.elapsed.Seconds())
+		where := ""
+		if isCluster(r) {
+			where = ", three-broker cluster"
+		}
+		fmt.Fprintf(&b, "**%s** (%s%s, %.0fs)\n\n", r.scenario.client, escape(r.version), where, r.elapsed.Seconds())
 		for _, c := range r.capOrder() {
 			o := r.outcomes[c]
 			fmt.Fprintf(&b, "- %s: %s — %s\n", c, verdictWord(o.verdict), escape(o.detail))
@@ -92,6 +72,43 @@ func renderMarkdown(results []scenarioResult, now time.Time) string {
 	}
 
 	return b.String()
+}
+
+// clientTable writes one row per client scenario of table, one column
+// per capability.
+func clientTable(b *strings.Builder, results []scenarioResult, table string, caps []capability) {
+	b.WriteString("| client | version |")
+	for _, c := range caps {
+		fmt.Fprintf(b, " %s |", c.title)
+	}
+	b.WriteString("\n|---|---|")
+	for range caps {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, r := range results {
+		if r.scenario.table != table {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s |", r.scenario.client, escape(r.version))
+		for _, c := range caps {
+			fmt.Fprintf(b, " %s |", cell(r.outcomes, c.id))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// toolTable writes one row per step of every tool scenario of table.
+func toolTable(b *strings.Builder, results []scenarioResult, table string) {
+	b.WriteString("| tool | version | step | result |\n|---|---|---|---|\n")
+	for _, r := range results {
+		if r.scenario.table != table {
+			continue
+		}
+		for _, c := range r.capOrder() {
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.scenario.client, escape(r.version), c, cell(r.outcomes, c))
+		}
+	}
 }
 
 func cell(outcomes map[string]outcome, id string) string {

@@ -141,3 +141,87 @@ func matrix() []scenario {
 		},
 	}
 }
+
+// The cluster half of the matrix (cluster.go): every client runs its
+// cluster scenario against three brokers.
+const (
+	tableClusterClients = "cluster-clients"
+	tableClusterTools   = "cluster-tools"
+)
+
+// clusterCaps are the cluster clients table's columns, in order.
+var clusterCaps = []capability{
+	{"rf3-topic", "RF=3 topic", "creates a 3-partition topic with replication factor 3 and min.insync.replicas=2 through the client's admin API (kcat: kafka-topics) and sees three replicas, all in the ISR, for every partition in metadata"},
+	{"acks-all", "acks=all", "one member of a consumer group subscribes; 100 keyed records are produced with acks=all (idempotent where the client has it) and the member consumes them, committing each"},
+	{"broker-down", "broker down", "the driver stops the group's coordinator broker with SIGTERM (controlled shutdown: its leaderships and the group move first); 100 more records with acks=all, none failed, and the same member consumes them"},
+	{"broker-back", "broker back", "the broker is started again and back in every ISR; 100 more records; the member consumes them: all 300 arrived exactly once, in produce order within each partition"},
+	{"restart", "restart", "(the driver) the stopped broker exited 0 on SIGTERM, restarted, and rejoined every ISR"},
+}
+
+var clusterClientCaps = []string{"rf3-topic", "acks-all", "broker-down", "broker-back", "restart"}
+
+// clusterMatrix is every cluster scenario, in the order they run.
+func clusterMatrix() []scenario {
+	return []scenario{
+		{
+			id: "cluster-java", client: "Apache Kafka Java client (kafka-clients)", version: "4.4.0",
+			table: tableClusterClients, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClusterClientScenario"),
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-confluent-kafka", client: "confluent-kafka (Python, librdkafka)", version: "2.16.1",
+			table: tableClusterClients, dir: "interop/python",
+			argv:    []string{".venv/bin/python", "scenario.py", "cluster"},
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-kcat", client: "kcat (librdkafka)", version: "Debian kcat",
+			table: tableClusterClients, dir: "interop/kcat",
+			argv:    []string{"python3", "scenario.py", "cluster"},
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-kafkajs", client: "KafkaJS", version: "2.2.4",
+			table: tableClusterClients, dir: "interop/node",
+			argv:    []string{"node", "scenario.js", "cluster"},
+			timeout: 3 * time.Minute, caps: clusterClientCaps, // its consumer restarts itself (~1 min)
+		},
+		{
+			id: "cluster-sarama", client: "IBM/sarama", version: "v1.61.1",
+			table: tableClusterClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "sarama", "-cluster"},
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-kafka-go", client: "segmentio/kafka-go", version: "v0.4.51",
+			table: tableClusterClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "kafka-go", "-cluster"},
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-franz-go", client: "twmb/franz-go", version: "v1.22.3",
+			table: tableClusterClients, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "franz-go", "-cluster"},
+			timeout: 2 * time.Minute, caps: clusterClientCaps,
+		},
+		{
+			id: "cluster-kafka-cli", client: "Apache Kafka CLI tools (kafka-tools)", version: "4.4.0",
+			table: tableClusterTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClusterCliScenario"),
+			timeout: 3 * time.Minute,
+			caps: []string{"kafka-topics describe", "broker-api-versions", "cluster-id",
+				"metadata-quorum status", "metadata-quorum replication", "leader-election preferred", "restart",
+				"reassign-partitions generate", "reassign-partitions execute", "reassign-partitions verify",
+				"reassign-partitions clear throttles"},
+		},
+		{
+			id: "cluster-dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
+			table: tableClusterTools, dir: "interop/java",
+			argv:      javaArgv("sluice.interop.ClusterDumpLog"),
+			afterStop: true,
+			timeout:   3 * time.Minute,
+			caps:      []string{"deep-iteration", "replicas identical", "verify-index-only", "index-sanity-check"},
+		},
+	}
+}

@@ -33,11 +33,21 @@ type line struct {
 	detail  string
 }
 
-func parseLines(r io.Reader) []line {
+// controlPrefix starts a cluster scenario's request to the driver (see
+// restarter.control); the driver answers with one line on its stdin.
+const controlPrefix = linePrefix + "broker "
+
+// parseLines parses result lines; requests, when not nil, gets every
+// control request (the text after controlPrefix).
+func parseLines(r io.Reader, requests chan<- string) []line {
 	var out []line
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
+		if i := strings.Index(sc.Text(), controlPrefix); i >= 0 && requests != nil {
+			requests <- strings.TrimSpace(sc.Text()[i+len(controlPrefix):])
+			continue
+		}
 		if l, ok := parseLine(sc.Text()); ok {
 			out = append(out, l)
 		}
@@ -175,21 +185,51 @@ func (r *scenarioResult) capOrder() []string {
 	return append(order, extra...)
 }
 
-// report prints every failure (client, step, what the client was told) and
-// the totals; it returns whether everything passed.
-func report(w io.Writer, results []scenarioResult) bool {
-	var pass, fail, skip int
+// counts are verdict totals.
+type counts struct{ pass, fail, skip int }
+
+func (c counts) String() string {
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", c.pass, c.fail, c.skip)
+}
+
+func isCluster(r scenarioResult) bool {
+	return r.scenario.table == tableClusterClients || r.scenario.table == tableClusterTools
+}
+
+// tally counts the verdicts of the single-node results, or of the
+// cluster's.
+func tally(results []scenarioResult, cluster bool) counts {
+	var c counts
 	for _, r := range results {
-		for _, c := range r.capOrder() {
-			o := r.outcomes[c]
+		if isCluster(r) != cluster {
+			continue
+		}
+		for _, o := range r.outcomes {
 			switch o.verdict {
 			case "pass":
-				pass++
-			case "skip", "gap":
-				skip++
+				c.pass++
 			case "fail":
-				fail++
-				fmt.Fprintf(w, "FAIL %s / %s: %s\n", r.scenario.client, c, o.detail)
+				c.fail++
+			case "skip", "gap":
+				c.skip++
+			}
+		}
+	}
+	return c
+}
+
+// report prints every failure (client, step, what the client was told) and
+// the totals, single node and cluster, then both together as the last
+// line; it returns whether everything passed.
+func report(w io.Writer, results []scenarioResult) bool {
+	for _, r := range results {
+		where := ""
+		if isCluster(r) {
+			where = " [cluster]"
+		}
+		for _, c := range r.capOrder() {
+			if o := r.outcomes[c]; o.verdict == "fail" {
+				fmt.Fprintf(w, "FAIL %s%s / %s: %s\n", r.scenario.client, where, c, o.detail)
 			}
 		}
 		if r.failed() > 0 {
@@ -199,6 +239,8 @@ func report(w io.Writer, results []scenarioResult) bool {
 			}
 		}
 	}
-	fmt.Fprintf(w, "interop: %d passed, %d failed, %d skipped\n", pass, fail, skip)
-	return fail == 0
+	single, clustered := tally(results, false), tally(results, true)
+	fmt.Fprintf(w, "interop: single node %v; three-broker cluster %v\n", single, clustered)
+	fmt.Fprintf(w, "interop: %v\n", counts{single.pass + clustered.pass, single.fail + clustered.fail, single.skip + clustered.skip})
+	return single.fail+clustered.fail == 0
 }

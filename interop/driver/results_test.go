@@ -40,7 +40,7 @@ func TestFinishFailsUnreportedAndKeepsFailures(t *testing.T) {
 			"##interop pass a later pass must not hide the failure",
 			"##interop fail a second",
 			"##interop pass b fine",
-		}, "\n"))),
+		}, "\n")), nil),
 		runErr: errors.New("exit status 1"),
 	}
 	r.finish()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,7 +21,7 @@ type franz struct {
 }
 
 func newFranz(bootstrap string) *franz {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
 	if err != nil {
 		panic(err)
 	}
@@ -32,7 +33,7 @@ func (f *franz) codecs() []string    { return []string{"none", "gzip", "snappy",
 func (f *franz) canIdempotent() bool { return true }
 func (f *franz) close()              { f.adminCl.Close() }
 func (f *franz) client(opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.bootstrap)}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...)}, opts...)...)
 	if err != nil {
 		panic(err)
 	}
@@ -50,6 +51,37 @@ func (f *franz) createTopics(ctx context.Context, topics []string, partitions in
 		}
 	}
 	return nil
+}
+
+func (f *franz) createReplicated(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
+	cfg := map[string]*string{}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	r, err := f.admin.CreateTopic(ctx, partitions, rf, cfg, topic)
+	if err == nil && r.Err != nil {
+		err = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
+	}
+	return err
+}
+
+func (f *franz) replicas(ctx context.Context, topic string) ([]partitionInfo, error) {
+	td, err := f.admin.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := td[topic]
+	if !ok {
+		return nil, errors.New("topic not in metadata")
+	}
+	if d.Err != nil {
+		return nil, d.Err
+	}
+	var out []partitionInfo
+	for _, p := range d.Partitions.Sorted() {
+		out = append(out, partitionInfo{partition: p.Partition, leader: p.Leader, replicas: p.Replicas, isr: p.ISR})
+	}
+	return out, nil
 }
 
 func (f *franz) partitionCount(ctx context.Context, topic string) (int, error) {

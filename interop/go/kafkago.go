@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -14,12 +18,13 @@ import (
 // kafkaGo drives segmentio/kafka-go: Writer and Reader for data, Client for
 // admin requests. kafka-go has no idempotent producer.
 type kafkaGo struct {
-	addr   string
+	addrs  []string
 	client *kafka.Client
 }
 
 func newKafkaGo(bootstrap string) *kafkaGo {
-	return &kafkaGo{addr: bootstrap, client: &kafka.Client{Addr: kafka.TCP(bootstrap), Timeout: 20 * time.Second}}
+	addrs := strings.Split(bootstrap, ",")
+	return &kafkaGo{addrs: addrs, client: &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 20 * time.Second}}
 }
 
 func (k *kafkaGo) version() string {
@@ -44,6 +49,46 @@ func (k *kafkaGo) createTopics(ctx context.Context, topics []string, partitions 
 		}
 	}
 	return nil
+}
+
+func (k *kafkaGo) createReplicated(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
+	tc := kafka.TopicConfig{Topic: topic, NumPartitions: int(partitions), ReplicationFactor: int(rf)}
+	for k, v := range configs {
+		tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
+	}
+	resp, err := k.client.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{tc}})
+	if err != nil {
+		return err
+	}
+	return resp.Errors[topic]
+}
+
+func (k *kafkaGo) replicas(ctx context.Context, topic string) ([]partitionInfo, error) {
+	md, err := k.client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range md.Topics {
+		if t.Name != topic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, t.Error
+		}
+		var out []partitionInfo
+		for _, p := range t.Partitions {
+			pi := partitionInfo{partition: int32(p.ID), leader: int32(p.Leader.ID)}
+			for _, r := range p.Replicas {
+				pi.replicas = append(pi.replicas, int32(r.ID))
+			}
+			for _, r := range p.Isr {
+				pi.isr = append(pi.isr, int32(r.ID))
+			}
+			out = append(out, pi)
+		}
+		return out, nil
+	}
+	return nil, errors.New("topic not in metadata")
 }
 
 func (k *kafkaGo) partitionCount(ctx context.Context, topic string) (int, error) {
@@ -80,12 +125,18 @@ func (k *kafkaGo) produce(ctx context.Context, topic, codec string, idempotent b
 	var mu sync.Mutex
 	placed := map[string][2]int64{}
 	w := &kafka.Writer{
-		Addr:         kafka.TCP(k.addr),
+		Addr:         kafka.TCP(k.addrs...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
 		Compression:  kafkaGoCodec(codec),
 		BatchTimeout: 10 * time.Millisecond,
+		// The Writer learns of a moved leader only from its transport's
+		// metadata refresh (every 6 s), not from a failed write: retry for
+		// longer than that, so a write to a broker that stopped gets
+		// through to the new leader.
+		MaxAttempts:     20,
+		WriteBackoffMax: time.Second,
 		Completion: func(msgs []kafka.Message, err error) {
 			if err != nil {
 				return
@@ -141,7 +192,7 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 	var wg sync.WaitGroup
 	for p := 0; p < parts; p++ {
 		r := kafka.NewReader(kafka.ReaderConfig{
-			Brokers: []string{k.addr}, Topic: topic, Partition: p,
+			Brokers: k.addrs, Topic: topic, Partition: p,
 			MaxWait: 200 * time.Millisecond,
 		})
 		wg.Add(1)
@@ -180,7 +231,14 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 	return out, nil
 }
 
-type kafkaGoMember struct{ r *kafka.Reader }
+type kafkaGoMember struct {
+	r *kafka.Reader
+	// retried is, per partition, the last offset whose commit went through
+	// only on a retry after the coordinator's connection was lost: the
+	// rejoined generation may have fetched from the older committed offset
+	// already, and delivers that record again.
+	retried map[int]int64
+}
 
 // strategies: kafka-go's balancers (range, round-robin, rack affinity) are
 // all eager.
@@ -189,7 +247,7 @@ func (k *kafkaGo) strategies() []string { return []string{"eager"} }
 func (k *kafkaGo) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
-		Brokers:           []string{k.addr},
+		Brokers:           k.addrs,
 		GroupID:           group,
 		Topic:             topic,
 		StartOffset:       kafka.FirstOffset,
@@ -206,7 +264,24 @@ func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
 		if err != nil {
 			return err
 		}
-		if err := m.r.CommitMessages(ctx, msg); err != nil {
+		if last, ok := m.retried[msg.Partition]; ok && msg.Offset <= last {
+			logf("kafka-go: %d@%d again after its commit was retried; skipped", msg.Partition, msg.Offset)
+			continue
+		}
+		err = m.r.CommitMessages(ctx, msg)
+		for err != nil && connectionLost(err) && ctx.Err() == nil {
+			// The coordinator went away (a broker stopping): kafka-go
+			// rejoins through the new one; commit again there.
+			logf("kafka-go: commit of %d@%d: %v; again", msg.Partition, msg.Offset, err)
+			time.Sleep(200 * time.Millisecond)
+			if err = m.r.CommitMessages(ctx, msg); err == nil {
+				if m.retried == nil {
+					m.retried = map[int]int64{}
+				}
+				m.retried[msg.Partition] = msg.Offset
+			}
+		}
+		if err != nil {
 			if rebalancing(err) {
 				// The group moved on; the next generation resumes from
 				// the last committed offset, so this record comes again.
@@ -220,6 +295,14 @@ func (m *kafkaGoMember) run(ctx context.Context, got func(record)) error {
 }
 
 func (m *kafkaGoMember) close() error { return m.r.Close() }
+
+// connectionLost reports whether err is the coordinator's connection
+// failing rather than an answer from it.
+func connectionLost(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
+}
 
 func (k *kafkaGo) listOffsets(ctx context.Context, topic string) (map[int32]int64, map[int32]int64, error) {
 	parts, err := k.partitionCount(ctx, topic)

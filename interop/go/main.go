@@ -20,6 +20,7 @@ var verbose = os.Getenv("INTEROP_DEBUG") != ""
 
 func main() {
 	name := flag.String("client", "franz-go", "sarama, kafka-go or franz-go")
+	cluster := flag.Bool("cluster", false, "run the cluster scenario (cluster.go) instead")
 	flag.Parse()
 	bootstrap := os.Getenv("SLUICE_BOOTSTRAP")
 	if bootstrap == "" {
@@ -39,7 +40,11 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if !runScenario(ctx, *name, c) {
+	run := runScenario
+	if *cluster {
+		run = runClusterScenario
+	}
+	if !run(ctx, *name, c) {
 		os.Exit(1)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +36,7 @@ func newSarama(bootstrap string) *saramaClient {
 	if verbose {
 		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
 	}
-	return &saramaClient{addrs: []string{bootstrap}}
+	return &saramaClient{addrs: strings.Split(bootstrap, ",")}
 }
 
 func (s *saramaClient) connect() error {
@@ -76,6 +77,38 @@ func (s *saramaClient) createTopics(ctx context.Context, topics []string, partit
 		}
 	}
 	return nil
+}
+
+func (s *saramaClient) createReplicated(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error {
+	if err := s.connect(); err != nil {
+		return err
+	}
+	entries := map[string]*string{}
+	for k, v := range configs {
+		entries[k] = &v
+	}
+	return s.admin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: rf, ConfigEntries: entries}, false)
+}
+
+func (s *saramaClient) replicas(ctx context.Context, topic string) ([]partitionInfo, error) {
+	if err := s.connect(); err != nil {
+		return nil, err
+	}
+	md, err := s.admin.DescribeTopics([]string{topic})
+	if err != nil {
+		return nil, err
+	}
+	if len(md) != 1 {
+		return nil, fmt.Errorf("%d topics in metadata", len(md))
+	}
+	if md[0].Err != sarama.ErrNoError {
+		return nil, md[0].Err
+	}
+	var out []partitionInfo
+	for _, p := range md[0].Partitions {
+		out = append(out, partitionInfo{partition: p.ID, leader: p.Leader, replicas: p.Replicas, isr: p.Isr})
+	}
+	return out, nil
 }
 
 func (s *saramaClient) partitionCount(ctx context.Context, topic string) (int, error) {

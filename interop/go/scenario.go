@@ -19,6 +19,11 @@ type client interface {
 	canIdempotent() bool
 	// createTopics creates topics with the given partition count.
 	createTopics(ctx context.Context, topics []string, partitions int32) error
+	// createReplicated creates one topic with a replication factor and
+	// topic configs.
+	createReplicated(ctx context.Context, topic string, partitions int32, rf int16, configs map[string]string) error
+	// replicas is what metadata says of each partition of a topic.
+	replicas(ctx context.Context, topic string) ([]partitionInfo, error)
 	// partitionCount is what metadata says of a topic.
 	partitionCount(ctx context.Context, topic string) (int, error)
 	// produce sends recs in order with acks=all and fills in the partition
@@ -354,6 +359,7 @@ type collector struct {
 	want   int
 	done   chan struct{}
 	extra  []string // records of an earlier phase delivered again
+	all    []record // every delivery, in the order they came
 }
 
 func (cl *collector) await(phase string, want int) chan struct{} {
@@ -368,6 +374,7 @@ func (cl *collector) got(r record) {
 	defer cl.mu.Unlock()
 	id := r.id()
 	cl.counts[id]++
+	cl.all = append(cl.all, r)
 	if !strings.HasPrefix(id, cl.phase) {
 		cl.extra = append(cl.extra, fmt.Sprintf("%s at %d/%d", id, r.Partition, r.Offset))
 		return

@@ -18,7 +18,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import interop_cluster  # noqa: E402
 import interop_report  # noqa: E402
+from interop_cluster import PARTITIONS, PER_PHASE, ask_driver  # noqa: E402
 from interop_report import check, one_line, report  # noqa: E402
 
 BOOTSTRAP = os.environ.get("SLUICE_BOOTSTRAP", "127.0.0.1:9092")
@@ -41,17 +43,20 @@ def kcat_args(*args):
 
 def run(argv, stdin=None, timeout=60):
     sys.stderr.write("$ " + " ".join(argv) + "\n")
-    p = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
+    # Never the scenario's own stdin: in the cluster scenario it carries the driver's replies.
+    p = subprocess.run(argv, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=timeout)
     sys.stderr.write(p.stderr)
     if p.returncode != 0:
         raise AssertionError(f"`{' '.join(argv[:6])} …` exited {p.returncode}: {one_line(p.stderr)[-600:]}")
     return p.stdout
 
 
-def create_topic(topic, partitions):
+def create_topic(topic, partitions, rf=1, *configs):
     out = run(["java", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", JAVA_CP,
                "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", BOOTSTRAP, "--create", "--topic", topic,
-               "--partitions", str(partitions), "--replication-factor", "1"], timeout=90)
+               "--partitions", str(partitions), "--replication-factor", str(rf)]
+              + [a for c in configs for a in ("--config", c)], timeout=90)
     if f"Created topic {topic}" not in out:
         raise AssertionError(f"kafka-topics --create {topic}: {one_line(out)}")
 
@@ -125,7 +130,7 @@ class Member:
             kcat_args("-G", group, "-J", "-u", "-q", "-X", "auto.offset.reset=earliest",
                       "-X", f"partition.assignment.strategy={assignor}",
                       "-X", "auto.commit.interval.ms=100", "-X", "session.timeout.ms=10000", topic),
-            stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=sys.stderr, text=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -234,10 +239,14 @@ def check_offsets(topic, got):
     return f"kcat -Q earliest (-2), latest (-1) and by time of {CODEC_PARTITIONS} partitions"
 
 
-def main():
-    ver = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
+def print_version():
+    ver = subprocess.run(["kcat", "-V"], stdin=subprocess.DEVNULL, capture_output=True, text=True).stdout
     line = next((l for l in ver.splitlines() if l.startswith("Version")), "Version ?")
     print(f"##interop version kcat {line.split()[1]} (librdkafka {line.split('librdkafka ')[-1].split()[0]})", flush=True)
+
+
+def main():
+    print_version()
 
     def topic(s):
         return f"{NAME}-{s}"
@@ -284,5 +293,74 @@ def main():
     return 1 if interop_report.failed else 0
 
 
+def cluster_main():
+    """The cluster scenario: an RF=3 topic with min.insync.replicas=2 (created with
+    kafka-topics), one `kcat -G` member consuming what idempotent acks=all `kcat -P` runs
+    write, before, while and after the driver restarts the group's coordinator (SIGTERM)."""
+    print_version()
+    t, group = f"{NAME}-rf3", f"{NAME}-rf3-group"
+
+    def create():
+        create_topic(t, PARTITIONS, 3, "min.insync.replicas=2")
+        deadline, last = time.time() + 30, None
+        while time.time() < deadline:
+            md = json.loads(run(kcat_args("-L", "-t", t, "-J")))
+            parts = next((x["partitions"] for x in md["topics"] if x["topic"] == t), [])
+            last = parts
+            if len(parts) == PARTITIONS and all(
+                    len({r["id"] for r in p["replicas"]}) == 3 and {r["id"] for r in p["isrs"]} == {r["id"] for r in p["replicas"]}
+                    and p["leader"] in {r["id"] for r in p["replicas"]} for p in parts):
+                p0 = min(parts, key=lambda p: p["partition"])
+                return (f"kafka-topics --create --replication-factor 3; kcat -L: {PARTITIONS} partitions, replicas "
+                        f"{[r['id'] for r in p0['replicas']]}, ISR {[r['id'] for r in p0['isrs']]}, "
+                        f"leaders on {len({p['leader'] for p in parts})} brokers")
+            time.sleep(0.2)
+        raise AssertionError(f"not three in-sync replicas per partition: {last}")
+
+    if not check("rf3-topic", create):
+        return 1
+    deliveries, lock = [], threading.Lock()
+
+    def got(m):
+        with lock:
+            deliveries.append((m["payload"].split("|", 1)[0], m["partition"]))
+
+    member = Member("member", group, t, "range", got)
+
+    def phase(tag):
+        produce(t, "none", make_lines(f"{t}-{tag}", PER_PHASE), idempotent=True)
+        deadline = time.time() + 45
+        while True:
+            with lock:
+                n = sum(1 for rid, _ in deliveries if rid.startswith(f"{t}-{tag}-"))
+            if n >= PER_PHASE:
+                return PER_PHASE
+            if member.exited() is not None:
+                raise AssertionError(f"kcat -G exited {member.exited()}")
+            if time.time() > deadline:
+                raise AssertionError(f"consumed {n} of {PER_PHASE} records of {tag} within 45s")
+            time.sleep(0.05)
+
+    try:
+        if not check("acks-all", lambda: f"kcat -P: {phase('p1')} records, acks=all, idempotent, consumed by kcat -G"):
+            return 1
+        if not check("broker-down", lambda: f"{ask_driver('stop ' + group)}: {phase('p2')} more records, acks=all, "
+                                            "idempotent, consumed by the same kcat -G"):
+            return 1
+
+        def back():
+            started = ask_driver("start")
+            n = phase("p3")
+            time.sleep(0.5)  # late duplicates
+            with lock:
+                interop_cluster.exactly_once_in_order(list(deliveries), t, 3 * PER_PHASE)
+            return f"{started}: {n} more records; all {3 * PER_PHASE} consumed exactly once, in produce order per partition"
+
+        check("broker-back", back)
+    finally:
+        member.close()
+    return 1 if interop_report.failed else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cluster_main() if sys.argv[1:] == ["cluster"] else main())

@@ -38,7 +38,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const kafka = new Kafka({
   clientId: 'sluice-interop-kafkajs',
-  brokers: [BOOTSTRAP],
+  brokers: BOOTSTRAP.split(','),
   logLevel: process.env.INTEROP_DEBUG ? logLevel.DEBUG : logLevel.ERROR,
   retry: { retries: 5 },
 })
@@ -183,10 +183,15 @@ async function produceConsume (topic, codec, idempotent, t0) {
 }
 
 // A group member: commits each message before reporting it.
-async function startMember (group, topic, got) {
+// With tolerateRestart, a crash KafkaJS recovers from by restarting the
+// consumer (restartOnFailure) is counted, not fatal.
+async function startMember (group, topic, got, tolerateRestart = false) {
   const consumer = kafka.consumer({ groupId: group, maxWaitTimeInMs: 200, heartbeatInterval: 1000 })
-  const m = { consumer, count: 0, error: null }
-  consumer.on(consumer.events.CRASH, (e) => { m.error = e.payload.error })
+  const m = { consumer, count: 0, error: null, restarts: [] }
+  consumer.on(consumer.events.CRASH, (e) => {
+    if (tolerateRestart && e.payload.restart) m.restarts.push(e.payload.error.message)
+    else m.error = e.payload.error
+  })
   await consumer.connect()
   await consumer.subscribe({ topic, fromBeginning: true })
   await consumer.run({
@@ -357,7 +362,124 @@ async function main () {
   return failed ? 1 : 0
 }
 
-main().then((code) => process.exit(code), (e) => {
+// The cluster scenario (interop/driver's three-broker half) asks the driver
+// to stop or start a broker on stdout and reads its one-line reply on stdin.
+const driverLines = []
+let driverWaiter = null
+function askDriver (req) {
+  if (driverWaiter === undefined) throw new Error('stdin closed: no driver')
+  if (driverLines.length === 0 && driverWaiter === null) {
+    require('readline').createInterface({ input: process.stdin })
+      .on('line', (l) => { driverLines.push(l.trim()); if (driverWaiter) driverWaiter() })
+  }
+  process.stdout.write(`##interop broker ${req}\n`)
+  return new Promise((resolve, reject) => {
+    const take = () => {
+      driverWaiter = () => {}
+      const reply = driverLines.shift()
+      if (reply.startsWith('error')) reject(new Error(`driver: ${reply}`))
+      else resolve(reply)
+    }
+    if (driverLines.length > 0) take()
+    else driverWaiter = take
+  })
+}
+
+const CLUSTER_PARTITIONS = 3
+const PER_PHASE = 100
+
+// An RF=3 topic with min.insync.replicas=2, one group member consuming what
+// an idempotent acks=all producer writes, before, while and after the driver
+// restarts the group's coordinator (SIGTERM).
+async function clusterMain () {
+  process.stdout.write(`##interop version kafkajs ${kafkajsVersion}\n`)
+  admin = kafka.admin()
+  await admin.connect()
+  const topic = `${NAME}-rf3`
+  const group = `${NAME}-rf3-group`
+  const ok = await check('rf3-topic', async () => {
+    await admin.createTopics({
+      waitForLeaders: true,
+      topics: [{ topic, numPartitions: CLUSTER_PARTITIONS, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
+    })
+    const deadline = Date.now() + 30000
+    for (;;) {
+      const parts = (await admin.fetchTopicMetadata({ topics: [topic] })).topics[0].partitions
+      const same = (a, b) => a.length === b.length && a.every((x) => b.includes(x))
+      if (parts.length === CLUSTER_PARTITIONS && parts.every((p) =>
+        new Set(p.replicas).size === 3 && same(p.isr, p.replicas) && p.replicas.includes(p.leader))) {
+        const p0 = parts.find((p) => p.partitionId === 0)
+        return `${parts.length} partitions, replicas [${p0.replicas}], ISR [${p0.isr}], leaders on ${new Set(parts.map((p) => p.leader)).size} brokers`
+      }
+      if (Date.now() > deadline) throw new Error(`not three in-sync replicas per partition: ${JSON.stringify(parts)}`)
+      await sleep(200)
+    }
+  })
+  if (!ok) return 1
+  const deliveries = []
+  const member = await startMember(group, topic, (r) => deliveries.push([idOf(r), r.partition]), true)
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false })
+  await producer.connect()
+  // KafkaJS's offset manager keeps committing to the coordinator it joined
+  // through (reconnecting to that node id, never asking FindCoordinator
+  // again); when that broker is gone, commits fail until the consumer's
+  // retries run out and it restarts itself and rejoins (tens of seconds).
+  const phase = async (tag, waitMs = 45000) => {
+    const start = Date.now()
+    const recs = makeRecords(`${topic}-${tag}`, PER_PHASE, Date.now())
+    await producer.send({
+      topic,
+      acks: -1,
+      messages: recs.map((r) => ({ key: r.key, value: r.value, headers: Object.fromEntries(r.headers), timestamp: String(r.ts) })),
+    })
+    const deadline = start + waitMs
+    for (;;) {
+      const n = deliveries.filter(([id]) => id.startsWith(`${topic}-${tag}-`)).length
+      if (n >= PER_PHASE) return [PER_PHASE, ((Date.now() - start) / 1000).toFixed(1)]
+      if (member.error) throw new Error(`member failed: ${member.error}`)
+      if (Date.now() > deadline) throw new Error(`consumed ${n} of ${PER_PHASE} records of ${tag} within ${waitMs / 1000}s`)
+      await sleep(50)
+    }
+  }
+  try {
+    if (!await check('acks-all', async () => `${(await phase('p1'))[0]} records, acks=-1, idempotent, consumed by the group member`)) return 1
+    if (!await check('broker-down', async () => {
+      const stopped = await askDriver(`stop ${group}`)
+      const [n, secs] = await phase('p2', 100000)
+      const restarted = member.restarts.length === 0 ? ''
+        : `; the consumer restarted itself ${member.restarts.length} time(s) after "${member.restarts[0]}"`
+      return `${stopped}: ${n} more records, acks=-1, idempotent, consumed by the same member within ${secs}s${restarted}`
+    })) return 1
+    await check('broker-back', async () => {
+      const started = await askDriver('start')
+      const [n] = await phase('p3')
+      await sleep(500) // late duplicates
+      const problems = []
+      const seen = new Set()
+      const last = new Map()
+      for (const [id, p] of deliveries) {
+        const rid = id.slice(topic.length + 1)
+        if (seen.has(rid)) problems.push(`${rid} delivered twice`)
+        seen.add(rid)
+        if (last.has(p) && rid <= last.get(p)) problems.push(`partition ${p}: ${rid} after ${last.get(p)}`)
+        last.set(p, rid)
+      }
+      if (deliveries.length !== 3 * PER_PHASE || seen.size !== 3 * PER_PHASE) {
+        problems.push(`${deliveries.length} deliveries of ${seen.size} distinct records, produced ${3 * PER_PHASE}`)
+      }
+      if (problems.length > 0) throw new Error(problems.slice(0, 5).join('; '))
+      return `${started}: ${n} more records; all ${3 * PER_PHASE} consumed exactly once, in produce order per partition`
+    })
+  } finally {
+    await producer.disconnect()
+    await member.consumer.disconnect()
+    await admin.disconnect()
+  }
+  return failed ? 1 : 0
+}
+
+const entry = process.argv[2] === 'cluster' ? clusterMain : main
+entry().then((code) => process.exit(code), (e) => {
   console.error(e)
   process.exit(1)
 })

@@ -30,7 +30,9 @@ from confluent_kafka.admin import (
 )
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+import interop_cluster  # noqa: E402
 import interop_report  # noqa: E402
+from interop_cluster import PARTITIONS, PER_PHASE, ask_driver  # noqa: E402
 from interop_report import check, report  # noqa: E402
 
 BOOTSTRAP = os.environ.get("SLUICE_BOOTSTRAP", "127.0.0.1:9092")
@@ -385,5 +387,84 @@ def main():
     return 1 if interop_report.failed else 0
 
 
+def cluster_main():
+    """The cluster scenario: an RF=3 topic with min.insync.replicas=2, one group member
+    consuming what an idempotent acks=all producer writes, before, while and after the
+    driver restarts the group's coordinator (SIGTERM)."""
+    lib = confluent_kafka.libversion()[0]
+    print(f"##interop version confluent-kafka {confluent_kafka.__version__} (librdkafka {lib})", flush=True)
+    admin = AdminClient(conf())
+    t, group = f"{NAME}-rf3", f"{NAME}-rf3-group"
+
+    def create():
+        for f in admin.create_topics([NewTopic(t, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+                                     request_timeout=15).values():
+            f.result()
+        deadline, last = time.time() + 30, None
+        while time.time() < deadline:
+            parts = admin.list_topics(t, timeout=10).topics[t].partitions.values()
+            last = [(p.id, p.leader, p.replicas, p.isrs) for p in parts]
+            if len(parts) == PARTITIONS and all(
+                    len(set(p.replicas)) == 3 and set(p.isrs) == set(p.replicas) and p.leader in p.replicas
+                    for p in parts):
+                p0 = min(parts, key=lambda p: p.id)
+                return (f"{PARTITIONS} partitions, replicas {p0.replicas}, ISR {p0.isrs}, "
+                        f"leaders on {len({p.leader for p in parts})} brokers")
+            time.sleep(0.2)
+        raise AssertionError(f"not three in-sync replicas per partition: {last}")
+
+    if not check("rf3-topic", create):
+        return 1
+    deliveries, lock = [], threading.Lock()
+
+    def got(r):
+        with lock:
+            deliveries.append((r.id(), r.partition))
+
+    member = Member("member", group, t, "range", got)
+    producer = Producer(conf(**{"acks": "all", "enable.idempotence": True, "linger.ms": 5}))
+
+    def phase(tag):
+        errors = []
+        for r in make_records(f"{t}-{tag}", PER_PHASE, int(time.time() * 1000)):
+            producer.produce(t, key=r.key, value=r.value, headers=r.headers, timestamp=r.ts,
+                             on_delivery=lambda err, msg: err and errors.append(str(err)))
+            producer.poll(0)
+        left = producer.flush(30)
+        if left or errors:
+            raise AssertionError(f"{left} records undelivered after 30s, {len(errors)} delivery errors {errors[:1]}")
+        deadline = time.time() + 45
+        while True:
+            with lock:
+                n = sum(1 for rid, _ in deliveries if rid.startswith(f"{t}-{tag}-"))
+            if n >= PER_PHASE:
+                return PER_PHASE
+            if member.error:
+                raise AssertionError(f"member failed: {member.error}")
+            if time.time() > deadline:
+                raise AssertionError(f"consumed {n} of {PER_PHASE} records of {tag} within 45s")
+            time.sleep(0.05)
+
+    try:
+        if not check("acks-all", lambda: f"{phase('p1')} records, acks=all, idempotent, consumed by the group member"):
+            return 1
+        if not check("broker-down", lambda: f"{ask_driver('stop ' + group)}: {phase('p2')} more records, acks=all, "
+                                            "idempotent, consumed by the same member"):
+            return 1
+
+        def back():
+            started = ask_driver("start")
+            n = phase("p3")
+            time.sleep(0.5)  # late duplicates
+            with lock:
+                interop_cluster.exactly_once_in_order(list(deliveries), t, 3 * PER_PHASE)
+            return f"{started}: {n} more records; all {3 * PER_PHASE} consumed exactly once, in produce order per partition"
+
+        check("broker-back", back)
+    finally:
+        member.close()
+    return 1 if interop_report.failed else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cluster_main() if sys.argv[1:] == ["cluster"] else main())
