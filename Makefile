@@ -4,7 +4,7 @@ BIN := bin/sluice
 # The packages `make unit` tests: e.g. make unit PKG=./storage
 PKG ?= ./...
 
-.PHONY: build run test unit vet fmt clean bench-kafka bench-kfake benchcompare interop interop-doc
+.PHONY: build run test unit vet fmt clean bench-kafka bench-kafka-cluster bench-kfake benchcompare interop interop-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -62,6 +62,11 @@ benchcompare:
 # generated section and docs/bench/. BENCH_ARGS=--quick for a smoke run.
 bench-kafka:
 	bash bench/kafka.sh $(BENCH_ARGS)
+
+# Three Sluice nodes vs three Kafka 4.4.0 nodes (RF=3 produce, failover,
+# metadata, 10,000 partitions): BENCHMARKS.md's "Three-node cluster".
+bench-kafka-cluster:
+	bash bench/kafka.sh --cluster $(BENCH_ARGS)
 
 # The issue 3 figure: Sluice vs kfake with one franz-go producer and consumer.
 bench-kfake: benchcompare

@@ -137,6 +137,8 @@ func TestConfigValidate(t *testing.T) {
 		"no consumers": func(c *Config) { c.Mode, c.Consumers = ModeCatchUp, 0 },
 		"no end":       func(c *Config) { c.Duration, c.Records = 0, 0 },
 		"partitions":   func(c *Config) { c.Partitions = 0 },
+		"rf":           func(c *Config) { c.ReplicationFactor = -1 },
+		"min isr":      func(c *Config) { c.ReplicationFactor, c.MinInsyncReplicas = 3, 4 },
 	} {
 		c := DefaultConfig()
 		mut(&c)

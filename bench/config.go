@@ -28,19 +28,24 @@ const (
 // Config is one load-generator run. The zero value is not valid; start from
 // DefaultConfig.
 type Config struct {
-	Brokers     []string      `json:"brokers"`
-	Topic       string        `json:"topic"`
-	Partitions  int           `json:"partitions"`
-	Producers   int           `json:"producers"`
-	Consumers   int           `json:"consumers"`
-	RecordSize  int           `json:"record_size"`
-	Rate        float64       `json:"rate"` // records/s over all producers; 0 = as fast as possible
-	Duration    time.Duration `json:"duration_ns"`
-	Records     int64         `json:"records"` // if > 0, produce exactly this many instead of running for Duration
-	Acks        string        `json:"acks"`    // "0", "1" or "all"
-	Compression string        `json:"compression"`
-	Linger      time.Duration `json:"linger_ns"`
-	BatchBytes  int           `json:"batch_bytes"`
+	Brokers    []string `json:"brokers"`
+	Topic      string   `json:"topic"`
+	Partitions int      `json:"partitions"`
+	// ReplicationFactor of the topic the run creates (0 means 1).
+	ReplicationFactor int `json:"replication_factor,omitempty"`
+	// MinInsyncReplicas is the created topic's min.insync.replicas (0: the
+	// broker's default).
+	MinInsyncReplicas int           `json:"min_insync_replicas,omitempty"`
+	Producers         int           `json:"producers"`
+	Consumers         int           `json:"consumers"`
+	RecordSize        int           `json:"record_size"`
+	Rate              float64       `json:"rate"` // records/s over all producers; 0 = as fast as possible
+	Duration          time.Duration `json:"duration_ns"`
+	Records           int64         `json:"records"` // if > 0, produce exactly this many instead of running for Duration
+	Acks              string        `json:"acks"`    // "0", "1" or "all"
+	Compression       string        `json:"compression"`
+	Linger            time.Duration `json:"linger_ns"`
+	BatchBytes        int           `json:"batch_bytes"`
 	// Compressible fills values with repeated text instead of random bytes.
 	Compressible bool `json:"compressible"`
 	Mode         Mode `json:"mode"`
@@ -83,6 +88,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic to produce to and consume from")
 	fs.IntVar(&c.Partitions, "partitions", c.Partitions, "partitions of the topic (created by the run)")
+	fs.IntVar(&c.ReplicationFactor, "replication-factor", c.ReplicationFactor, "replication factor of the created topic (0 = 1)")
+	fs.IntVar(&c.MinInsyncReplicas, "min-insync-replicas", c.MinInsyncReplicas, "min.insync.replicas of the created topic (0 = the broker's default)")
 	fs.IntVar(&c.Producers, "producers", c.Producers, "producer clients")
 	fs.IntVar(&c.Consumers, "consumers", c.Consumers, "consumer clients (partitions are split between them; 0 = produce only)")
 	fs.IntVar(&c.RecordSize, "record-size", c.RecordSize, "value size in bytes (at least 16)")
@@ -111,6 +118,10 @@ func (c *Config) Validate() error {
 		return errors.New("no topic")
 	case c.Partitions < 1:
 		return errors.New("--partitions must be at least 1")
+	case c.ReplicationFactor < 0 || c.ReplicationFactor > 32767:
+		return errors.New("--replication-factor must be between 0 and 32767")
+	case c.MinInsyncReplicas < 0 || c.MinInsyncReplicas > max(c.ReplicationFactor, 1):
+		return errors.New("--min-insync-replicas must be between 0 and the replication factor")
 	case c.Producers < 1:
 		return errors.New("--producers must be at least 1")
 	case c.Consumers < 0:

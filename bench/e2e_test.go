@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/sluice-broker/sluice/internal/testbroker"
 )
 
@@ -34,6 +38,40 @@ func TestRunAgainstSluice(t *testing.T) {
 		}
 		if res.ProduceErrors != 0 {
 			t.Fatalf("errors: %s", res.FirstError)
+		}
+	})
+	t.Run("topic-settings", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "smoke-settings", 2
+		cfg.ReplicationFactor, cfg.MinInsyncReplicas = 1, 1
+		cfg.Records, cfg.Consumers, cfg.Progress = 100, 0, 0
+		if _, err := Run(ctx, cfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, cfg.Topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(cfg.Topic, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range rc.Configs {
+			if c.Key == "min.insync.replicas" {
+				found = true
+				if c.MaybeValue() != "1" || c.Source != kmsg.ConfigSourceDynamicTopicConfig {
+					t.Errorf("min.insync.replicas = %q from %v, want 1 set on the topic", c.MaybeValue(), c.Source)
+				}
+			}
+		}
+		if !found {
+			t.Error("no min.insync.replicas in the topic's configs")
 		}
 	})
 	for _, mode := range []Mode{ModeCatchUp, ModeRawFetch} {

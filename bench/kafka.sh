@@ -10,6 +10,9 @@
 #
 # Arguments go to `benchcompare kafka`: e.g. --quick, --rounds 1,
 # --only produce-1p-acks1,catch-up, --brokers kafka,sluice.
+# With --cluster first (`make bench-kafka-cluster`), runs `benchcompare
+# kafka-cluster` instead: three Kafka nodes against three Sluice nodes,
+# writing BENCHMARKS.md's three-node section and docs/bench/cluster-*.
 # Needs java (17+) and mvn; run as root to get the zero-copy fraction.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,5 +35,10 @@ command -v java >/dev/null || echo "bench/kafka.sh: no java: Kafka will be left 
 mkdir -p bin docs/bench
 go build -o bin/sluice ./cmd/sluice
 go build -o bin/benchcompare ./bench/cmd/benchcompare
+if [ "${1:-}" = "--cluster" ]; then
+	shift
+	exec bin/benchcompare kafka-cluster --kafka-libs "$LIBS" \
+		--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-cluster-results.json "$@"
+fi
 exec bin/benchcompare kafka --kafka-libs "$LIBS" \
 	--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-results.json "$@"

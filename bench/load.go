@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,7 +64,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	defer admin.Close()
 	adm := kadm.NewClient(admin)
 	if !cfg.KeepTopic {
-		if err := createTopic(ctx, adm, cfg.Topic, cfg.Partitions); err != nil {
+		if err := createTopic(ctx, adm, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -425,12 +426,19 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// createTopic creates topic with n partitions and one replica, and waits
-// until every partition has a leader.
-func createTopic(ctx context.Context, adm *kadm.Client, topic string, n int) error {
+// createTopic creates cfg's topic with its partitions, replication factor
+// and min.insync.replicas, and waits until every partition has a leader.
+func createTopic(ctx context.Context, adm *kadm.Client, cfg Config) error {
+	topic, n := cfg.Topic, cfg.Partitions
+	rf := int16(max(cfg.ReplicationFactor, 1))
+	var configs map[string]*string
+	if cfg.MinInsyncReplicas > 0 {
+		v := strconv.Itoa(cfg.MinInsyncReplicas)
+		configs = map[string]*string{"min.insync.replicas": &v}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := adm.CreateTopic(ctx, int32(n), 1, nil, topic)
+		resp, err := adm.CreateTopic(ctx, int32(n), rf, configs, topic)
 		if err == nil {
 			err = resp.Err
 		}

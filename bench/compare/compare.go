@@ -15,8 +15,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Suite is a set of workloads and brokers compared together.
@@ -355,7 +353,7 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 	if o.Nice != 0 {
 		// Brokers and clients inherit it: other work on a shared machine
 		// then disturbs the measurement less.
-		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, o.Nice); err != nil {
+		if err := setNice(o.Nice); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("could not set nice %d: %v", o.Nice, err))
 			o.Nice = 0
 			rep.Options.Nice = 0
@@ -649,6 +647,9 @@ func ReportMain(args []string) error {
 	rep, err := loadReport(*in)
 	if err != nil {
 		return err
+	}
+	if rep.Options.Suite == SuiteCluster {
+		return reportCluster(*in, *md, *charts)
 	}
 	rep.WriteSummary(os.Stdout)
 	if *charts != "" {

@@ -4,6 +4,7 @@
 //
 //	benchcompare kafka [flags]        Sluice vs Apache Kafka (and kfake)
 //	benchcompare kfake [flags]        Sluice vs kfake, the issue 3 figure
+//	benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka nodes
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
@@ -35,6 +36,8 @@ func main() {
 		err = compare.Main(ctx, args, compare.SuiteKafka)
 	case "kfake":
 		err = compare.Main(ctx, args, compare.SuiteKfake)
+	case "kafka-cluster":
+		err = compare.ClusterMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
 	case "serve-kfake":
@@ -58,6 +61,8 @@ func usage() {
 Usage:
   benchcompare kafka [flags]        Sluice vs Apache Kafka (and kfake); BENCHMARKS.md
   benchcompare kfake [flags]        Sluice vs kfake, one franz-go producer and consumer
+  benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka 4.4 nodes (RF=3,
+                                    failover, metadata, 10,000 partitions); BENCHMARKS.md
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
