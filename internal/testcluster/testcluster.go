@@ -6,9 +6,10 @@
 // controlled shutdown), pause (SIGSTOP), resume and restart nodes, and
 // talk to the cluster with real Kafka clients.
 //
-// The in-process flavour of docs/cluster.md is left for later: a process
-// per node is what kill tests need, since a SIGKILLed broker must close
-// its sockets the way a dead process does.
+// StartInProcess (inproc.go) runs the same cluster inside the test's
+// process, for the scenarios that need no kill, pause or network fault: a
+// process per node is what kill tests need, since a SIGKILLed broker must
+// close its sockets the way a dead process does.
 package testcluster
 
 import (
@@ -318,10 +319,16 @@ func (c *Cluster) hasBrokers(n int) bool {
 // WaitFor polls cond until it holds or timeout passes (then fails).
 func (c *Cluster) WaitFor(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
+	waitFor(c.t, timeout, what, cond)
+}
+
+// waitFor polls cond until it holds, failing t after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
