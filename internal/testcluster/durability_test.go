@@ -2,14 +2,12 @@ package testcluster
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
@@ -56,39 +53,10 @@ func TestDurability(t *testing.T) {
 	waitHealed(t, c, topic, partitions, 30*time.Second)
 
 	h := check.NewHistory()
-	prod := c.Client(
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(100*time.Millisecond),
-		kgo.RecordDeliveryTimeout(40*time.Second),
-	)
-	stop := make(chan struct{})
-	producing := make(chan struct{})
-	go func() {
-		defer close(producing)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := h.Send(0, int32(i%partitions))
-			r := &kgo.Record{Topic: topic, Partition: int32(i % partitions), Value: []byte(strconv.Itoa(v))}
-			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.Done(v, r.Offset, err) })
-			if i%5 == 4 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
+	stopProducing := produceRoundRobin(c, topic, partitions, h)
 
 	faults := injectFaults(t, c, topic, partitions)
-	close(stop)
-	<-producing
-	flushCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	if err := prod.Flush(flushCtx); err != nil {
-		t.Logf("flush: %v (unacknowledged records stay indeterminate)", err)
-	}
-	cancel()
+	stopProducing()
 	waitHealed(t, c, topic, partitions, 60*time.Second)
 
 	logs := consumeAll(t, c, topic, partitions)

@@ -1,14 +1,11 @@
 package testcluster
 
 import (
-	"context"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
@@ -37,31 +34,7 @@ func TestRollingRestart(t *testing.T) {
 	waitHealed(t, c, topic, partitions, 30*time.Second)
 
 	h := check.NewHistory()
-	prod := c.Client(
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(100*time.Millisecond),
-		kgo.RecordDeliveryTimeout(60*time.Second),
-	)
-	stop := make(chan struct{})
-	producing := make(chan struct{})
-	go func() {
-		defer close(producing)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			p := int32(i % partitions)
-			v := h.Send(0, p)
-			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(strconv.Itoa(v))}
-			prod.Produce(context.Background(), r, func(r *kgo.Record, err error) { h.Done(v, r.Offset, err) })
-			if i%5 == 4 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-	}()
+	stopProducing := produceRoundRobin(c, topic, partitions, h)
 
 	time.Sleep(time.Second)
 	for _, nd := range c.Nodes {
@@ -88,13 +61,7 @@ func TestRollingRestart(t *testing.T) {
 			stopped.Round(time.Millisecond), (time.Since(start) - stopped).Round(time.Millisecond))
 		time.Sleep(500 * time.Millisecond) // produce against the healed cluster before the next
 	}
-	close(stop)
-	<-producing
-	flushCtx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	if err := prod.Flush(flushCtx); err != nil {
-		t.Errorf("flush: %v", err)
-	}
-	cancel()
+	stopProducing()
 
 	logs := consumeAll(t, c, topic, partitions)
 	an := h.Check(logs, nil)
