@@ -185,12 +185,13 @@ func (c *InProc) Client(opts ...kgo.Opt) *kgo.Client {
 // WaitBrokers waits until the cluster's metadata lists n brokers.
 func (c *InProc) WaitBrokers(n int, timeout time.Duration) {
 	c.t.Helper()
-	adm := kadm.NewClient(c.Client())
 	c.WaitFor(timeout, fmt.Sprintf("%d brokers", n), func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		m, err := adm.BrokerMetadata(ctx)
-		return err == nil && len(m.Brokers) == n
+		for _, nd := range c.Nodes {
+			if !nd.Running() || nd.brokers() != n {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -198,4 +199,21 @@ func (c *InProc) WaitBrokers(n int, timeout time.Duration) {
 func (c *InProc) WaitFor(timeout time.Duration, what string, cond func() bool) {
 	c.t.Helper()
 	waitFor(c.t, timeout, what, cond)
+}
+
+// brokers counts the brokers a Metadata request to this node lists, -1 if
+// it does not answer.
+func (nd *InProcNode) brokers() int {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr))
+	if err != nil {
+		return -1
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return -1
+	}
+	return len(m.Brokers)
 }
