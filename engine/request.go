@@ -18,7 +18,22 @@ import (
 type Session struct {
 	ID     uint64
 	Remote string
+
+	// Listener is the name of the listener the connection came in on
+	// ("PLAINTEXT" unless listeners are named); Metadata advertises that
+	// listener's endpoints to it.
+	Listener string
+
+	// Principal is who the connection authenticated as, in Kafka's
+	// "Type:Name" form ("User:alice"). Until a listener authenticates
+	// (TLS client certificate, SASL) it is AnonymousPrincipal. The
+	// authorizer checks ACLs against it and quotas are keyed by it.
+	Principal string
 }
+
+// AnonymousPrincipal is the principal of a connection that has not
+// authenticated, as Kafka names it.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 // Request is one decoded request on its way through a handler.
 type Request struct {

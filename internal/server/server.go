@@ -219,7 +219,7 @@ type handler struct {
 }
 
 func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
-	c := &conn{b: h.b, s: &engine.Session{ID: h.nextID.Add(1), Remote: remote.String()}}
+	c := &conn{b: h.b, s: &engine.Session{ID: h.nextID.Add(1), Remote: remote.String(), Listener: "PLAINTEXT", Principal: engine.AnonymousPrincipal}}
 	c.done = c.complete
 	h.b.Metrics().ConnOpened()
 	return c
