@@ -112,7 +112,7 @@ func TestTxnLastStableOffsetFollowsOpenTransactions(t *testing.T) {
 	if m.Offset != 8 || m.Aborted != nil {
 		t.Fatalf("commit marker = %+v", m)
 	}
-	checkLSO(t, l, 6) // producer 8 still open
+	checkLSO(t, l, 6)             // producer 8 still open
 	m = marker(t, l, 8, 0, false) // 9 aborts producer 8
 	if m.Aborted == nil || *m.Aborted != (AbortedTxn{8, 6, 9, 10}) {
 		t.Fatalf("abort marker = %+v", m.Aborted)
