@@ -124,20 +124,20 @@ type fetchPart struct {
 	sp                 *sessionPart // the session's entry, if any
 
 	// Read.
-	topic          *Topic
-	err            int16
-	hw, logStart   int64
-	lso            int64
+	topic        *Topic
+	err          int16
+	hw, logStart int64
+	lso          int64
 	// f.aborted[abortedFrom:abortedTo] are the aborted transactions
 	// overlapping records (read_committed).
 	abortedFrom, abortedTo int32
-	records        storage.Region
-	end            int64 // what the fetcher could read up to, at the read
-	divergingEpoch int32 // -1: none
-	divergingEnd   int64
-	leaderEpoch    int32 // >= 0: report the current leader (KIP-951)
-	preferred      int32 // >= 0: read from this replica instead (KIP-392)
-	omit           bool  // incremental fetch: nothing new for the client
+	records                storage.Region
+	end                    int64 // what the fetcher could read up to, at the read
+	divergingEpoch         int32 // -1: none
+	divergingEnd           int64
+	leaderEpoch            int32 // >= 0: report the current leader (KIP-951)
+	preferred              int32 // >= 0: read from this replica instead (KIP-392)
+	omit                   bool  // incremental fetch: nothing new for the client
 }
 
 var fetchPool = sync.Pool{New: func() any { return new(fetch) }}

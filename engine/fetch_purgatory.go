@@ -37,11 +37,11 @@ type fetchWaiter struct {
 	// iso is how far the fetch reads, which says what wakes it: appends
 	// (a follower's fetch), high watermark moves (a consumer's), or last
 	// stable offset moves (a read_committed consumer's).
-	iso      fetchIsolation
-	seen     atomic.Int64 // bytes readable: what it had, plus what wakes reported
-	done     atomic.Bool  // set once, by whoever completes it
-	answer   func()       // reads the fetch again and responds
-	pg       *fetchPurgatory
+	iso    fetchIsolation
+	seen   atomic.Int64 // bytes readable: what it had, plus what wakes reported
+	done   atomic.Bool  // set once, by whoever completes it
+	answer func()       // reads the fetch again and responds
+	pg     *fetchPurgatory
 
 	mu    sync.Mutex
 	timer *time.Timer // nil until park starts it; never started once done

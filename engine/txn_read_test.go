@@ -102,7 +102,7 @@ func TestReadCommittedSkipsAbortedAndWaitsForCommit(t *testing.T) {
 	makeTopic(t, tb, "txn", 1, nil)
 	p := tb.Broker.Topic("txn").Partition(0)
 	mustAppend(t, p, txnBatch(t, 1000, 0, 0, "a1", "a2")) // 0-1, aborted below
-	mustAppend(t, p, plainBatch(t, "p1"))                  // 2
+	mustAppend(t, p, plainBatch(t, "p1"))                 // 2
 	mustAppend(t, p, txnBatch(t, 2000, 0, 0, "c1", "c2")) // 3-4, committed below
 	adm := tb.Admin(t)
 	if lso, hw := listEnd(t, adm, "txn", true), listEnd(t, adm, "txn", false); lso != 0 || hw != 5 {
