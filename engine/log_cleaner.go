@@ -6,7 +6,10 @@ package engine
 // it changes at run time, dynconfig.go) it asks each
 // compacted partition whether a pass is due (its dirty ratio reached
 // min.cleanable.dirty.ratio, or a kept tombstone's delete.retention.ms ran
-// out) and cleans those that are, one at a time. It runs on its own
+// out) and cleans those that are, one at a time. Records of aborted
+// transactions go, and transaction markers once no record of their
+// transaction is left and delete.retention.ms has passed (storage's
+// compact_txn.go). It runs on its own
 // goroutine because a pass reads and rewrites whole segments; rolls,
 // flushes and retention stay on the housekeeping loop and are not held up.
 
@@ -71,7 +74,7 @@ func (b *Broker) compactLogs(nowMs int64) int {
 			b.log.Info("log compacted", "topic", t.Name, "partition", p.Index,
 				"cleaned_to", st.CleanedTo, "keys", st.Keys, "segments", st.SegmentsReplaced, "into", st.SegmentsWritten,
 				"bytes", st.BytesReplaced, "bytes_after", st.BytesWritten, "records", st.Records, "kept", st.RecordsKept,
-				"tombstones_removed", st.TombstonesRemoved)
+				"tombstones_removed", st.TombstonesRemoved, "aborted_removed", st.AbortedRemoved, "markers_removed", st.MarkersRemoved)
 		}
 	}
 	return cleaned

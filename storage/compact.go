@@ -27,15 +27,17 @@ package storage
 //     with records removed is re-encoded with its codec and a new CRC. A
 //     batch left with no records is dropped, unless it is the last one of
 //     its producer (idempotence state is rebuilt from it), which is kept
-//     empty, as Kafka keeps it. Transactional and control batches are kept
-//     whole and their keys are not mapped: without abort tracking the
-//     cleaner cannot tell a committed record from an aborted one, so it
-//     never lets one replace another (it may keep more than Kafka would,
-//     never less). So are batches whose records cannot be decoded: their
-//     CRC holds, so a client wrote them that way. A CRC that fails is
-//     corruption, and stops the pass with a *CorruptError.
+//     empty, as Kafka keeps it. Records of aborted transactions are
+//     removed and never mapped; committed transactional records are
+//     compacted like any others; markers stay until no record of their
+//     transaction is left and delete.retention.ms has passed (see
+//     compact_txn.go). Batches whose records cannot be decoded are kept
+//     whole and not mapped: their CRC holds, so a client wrote them that
+//     way. A CRC that fails is corruption, and stops the pass with a
+//     *CorruptError.
 //  3. Swap each group's output in, crash-safe: the output is written to
-//     "<base>.log.cleaned" (and .index.cleaned, .timeindex.cleaned) and
+//     "<base>.log.cleaned" (and .index.cleaned, .timeindex.cleaned,
+//     .txnindex.cleaned with the group's remaining aborted transactions) and
 //     fsynced, renamed to ".swap", then, under the log lock, the old
 //     segments are renamed to ".deleted" (their descriptors stay open for
 //     file.delete.delay.ms, for in-flight Regions), the ".swap" files take
@@ -86,6 +88,8 @@ type CompactStats struct {
 	Records           int64 // records read in the filtered segments
 	RecordsKept       int64
 	TombstonesRemoved int64 // tombstones dropped because their delete horizon passed
+	AbortedRemoved    int64 // records of aborted transactions dropped
+	MarkersRemoved    int64 // transaction markers dropped because their delete horizon passed
 }
 
 // cleanerCheckpointFile holds "<cleanedTo> <deleteHorizonMs>": offsets
@@ -131,6 +135,7 @@ func (l *Log) Compact(nowMs int64) (CompactStats, error) {
 		return st, err
 	}
 	f.lastOfProducer = l.producers.lastOffsets()
+	f.txn = newTxnTracker(l.aborted.load(), p.segs[0].base)
 	if done, err := l.cleanSegments(&p, upto, f, &st); err != nil {
 		// Keep what was cleaned; the rest stays dirty for the next pass,
 		// and horizons found before this pass may still be pending there.
@@ -236,7 +241,7 @@ func (l *Log) plan(nowMs int64) (cleanPlan, error) {
 	}
 	all := l.segs.Load().segs
 	hw := l.hw.load().off
-	unstable := l.producers.firstUnstable()
+	unstable := min(l.producers.firstUnstable(), l.unstable.load().off)
 	start := max(p.point, l.logStart.Load())
 	p.firstDirty = start
 	lag := p.cfg.MinCompactionLagMs
@@ -278,10 +283,18 @@ func (l *Log) buildOffsetMap(p *cleanPlan, f *batchFilter, st *CompactStats) (in
 	f.keys, f.latest = make(map[string]int), nil
 	var mem int64
 	upto := p.dirty
+	if p.dirty == len(p.segs) {
+		return upto, nil
+	}
+	txn := newTxnTracker(l.aborted.load(), p.segs[p.dirty].base)
 	for i := p.dirty; i < len(p.segs) && (i == p.dirty || mem < cleanerMapBytes); i++ {
 		err := l.eachBatch(p.segs[i], func(b []byte, h *record.Header) error {
-			if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
+			if h.IsControl() {
+				txn.onMarker(b, h)
 				return nil
+			}
+			if txn.onData(h) || !f.decode(b, h) {
+				return nil // aborted records supersede nothing
 			}
 			for i := range f.decoded {
 				r := &f.decoded[i]
@@ -384,6 +397,7 @@ func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *Com
 	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.fd.f.Load(), 1<<20), interval: p.cfg.IndexIntervalBytes} // pinned until published
 	changed := len(group) > 1
 	var before int64
+	f.index = f.index[:0]
 	for _, s := range group {
 		before += s.size.Load()
 		err := l.eachBatch(s, func(b []byte, h *record.Header) error {
@@ -406,7 +420,7 @@ func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *Com
 		return nil
 	}
 	last := group[len(group)-1]
-	if err := w.finish(last.mtimeMs); err != nil {
+	if err := errors.Join(w.finish(last.mtimeMs), writeTxnIndexFile(out, f.index)); err != nil {
 		out.discard()
 		return err
 	}
@@ -427,12 +441,12 @@ func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *Com
 		return err
 	}
 	out.lastOff.Store(last.lastOff.Load())
-	return l.swapIn(group, out, before, st)
+	return l.swapIn(group, out, before, slices.Clone(f.index), st)
 }
 
 // swapIn replaces group with out in the segment list and on disk. See the
 // top of the file for the order of the renames and why it is crash-safe.
-func (l *Log) swapIn(group []*segment, out *segment, before int64, st *CompactStats) error {
+func (l *Log) swapIn(group []*segment, out *segment, before int64, index []AbortedTxn, st *CompactStats) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.appendableLocked(); err != nil {
@@ -460,6 +474,7 @@ func (l *Log) swapIn(group []*segment, out *segment, before int64, st *CompactSt
 		return l.mu.err
 	}
 	out.unpinFile()
+	l.spliceAborted(out.base, cur[j+len(group)].base, index)
 	l.segs.Store(newSegList(slices.Concat(cur[:j], []*segment{out}, cur[j+len(group):])))
 	l.size.Add(out.size.Load() - before)
 	st.SegmentsReplaced += len(group)
@@ -542,7 +557,7 @@ func (w *cleanedWriter) finish(mtimeMs int64) error {
 // the indexes first, the log last, so that a ".log" + tmp file implies
 // complete indexes next to it.
 func (s *segment) renameTmp(tmp string) error {
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		if err := os.Rename(s.path(suf), filepath.Join(s.dir, segmentName(s.base, suf)+tmp)); err != nil {
 			return err
 		}
@@ -555,7 +570,7 @@ func (s *segment) renameTmp(tmp string) error {
 // under either temporary name.
 func (s *segment) discard() {
 	s.close()
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		for _, tmp := range []string{cleanedSuffix, swapSuffix} {
 			os.Remove(filepath.Join(s.dir, segmentName(s.base, suf)+tmp))
 		}
@@ -571,6 +586,10 @@ type batchFilter struct {
 	keys           map[string]int
 	latest         []int64
 	lastOfProducer map[int64]int64 // producer id → its last offset in the log
+	// txn follows transactions through the pass (compact_txn.go); index
+	// collects the transaction index entries of the group being cleaned.
+	txn   *txnTracker
+	index []AbortedTxn
 	// horizon is the earliest delete horizon among the batches kept with
 	// tombstones, math.MaxInt64 if none.
 	horizon int64
@@ -619,7 +638,13 @@ func (f *batchFilter) decode(b []byte, h *record.Header) bool {
 // its records go or its tombstones get their delete horizon, nil when all
 // of it goes.
 func (f *batchFilter) filter(b []byte, h *record.Header, st *CompactStats) (kept []byte, changed bool, err error) {
-	if h.IsControl() || h.IsTransactional() || !f.decode(b, h) {
+	if h.IsControl() {
+		return f.filterMarker(b, h, st)
+	}
+	if f.txn.onData(h) {
+		return f.filterAborted(b, h, st)
+	}
+	if !f.decode(b, h) {
 		st.Records += int64(h.NumRecords)
 		st.RecordsKept += int64(h.NumRecords)
 		return b, false, nil

@@ -203,7 +203,8 @@ func (l *Log) completeSwaps() error {
 		return err
 	}
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), indexSuffix+swapSuffix) || strings.HasSuffix(e.Name(), timeIndexSuffix+swapSuffix) {
+		if strings.HasSuffix(e.Name(), indexSuffix+swapSuffix) || strings.HasSuffix(e.Name(), timeIndexSuffix+swapSuffix) ||
+			strings.HasSuffix(e.Name(), txnIndexSuffix+swapSuffix) {
 			os.Remove(filepath.Join(l.dir, e.Name()))
 			changed = true
 		}
@@ -231,14 +232,14 @@ func (l *Log) completeSwap(base int64, logs []int64) error {
 	}
 	for _, b := range logs {
 		if b > base && b < next {
-			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 				if err := os.Remove(filepath.Join(l.dir, segmentName(b, suf))); err != nil && !isNotExist(err) {
 					return err
 				}
 			}
 		}
 	}
-	for _, suf := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
+	for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix, logSuffix} {
 		err := os.Rename(out.path(suf), filepath.Join(l.dir, segmentName(base, suf)))
 		if err != nil && !isNotExist(err) {
 			return err

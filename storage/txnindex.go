@@ -172,16 +172,11 @@ func appendTxnIndexFile(s *segment, t AbortedTxn) error {
 	return errors.Join(err, f.Close())
 }
 
-// writeTxnIndexFile replaces the .txnindex file of s with entries (removes
-// it when there are none).
+// writeTxnIndexFile replaces the .txnindex file of s with entries (an
+// empty file when there are none, as Kafka leaves beside every segment)
+// and fsyncs it.
 func writeTxnIndexFile(s *segment, entries []AbortedTxn) error {
 	path := s.path(txnIndexSuffix)
-	if len(entries) == 0 {
-		if err := os.Remove(path); err != nil && !isNotExist(err) {
-			return err
-		}
-		return nil
-	}
 	b := make([]byte, 0, len(entries)*abortedTxnSize)
 	for _, t := range entries {
 		b = t.appendTo(b)
