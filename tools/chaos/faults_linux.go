@@ -65,14 +65,16 @@ type fault struct {
 
 // injector runs faults against a cluster.
 type injector struct {
-	c       *cluster
-	rng     *rand.Rand
-	topic   string
-	parts   int
-	group   string // the workload's consumer group
-	added   bool   // a broker-only node runs (add-broker or reassign started it)
-	maxNode int    // add-broker's bound on the number of nodes
-	logf    func(format string, args ...any)
+	c     *cluster
+	rng   *rand.Rand
+	topic string
+	parts int
+	group string // the workload's consumer group
+	// copyTopic is the transactional copiers' output ("" without them).
+	copyTopic string
+	added     bool // a broker-only node runs (add-broker or reassign started it)
+	maxNode   int  // add-broker's bound on the number of nodes
+	logf      func(format string, args ...any)
 }
 
 // inject runs one fault of kind and returns its heal function.
@@ -465,10 +467,22 @@ func (in *injector) unregister(id int32) error {
 	return nil
 }
 
-func (in *injector) topics() []string { return []string{in.topic, "__consumer_offsets"} }
+// topics are those whose ISRs a heal waits for: the workload's, the
+// copy topic when copiers run, and __consumer_offsets.
+func (in *injector) topics() []string {
+	out := []string{in.topic, "__consumer_offsets"}
+	if in.copyTopic != "" {
+		out = append(out, in.copyTopic)
+	}
+	return out
+}
 
 func (in *injector) counts() map[string]int {
-	return map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
+	out := map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
+	if in.copyTopic != "" {
+		out[in.copyTopic] = in.parts
+	}
+	return out
 }
 
 // schedule picks the next fault kind: random from the seed, or the enabled
