@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -169,13 +170,15 @@ func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 			if p == nil {
 				continue // hosted elsewhere
 			}
-			if err := p.maybeRoll(nowMs); err != nil {
+			// A log closed under the pass (its topic deleted, the replica
+			// moved away) has nothing left to maintain.
+			if err := p.maybeRoll(nowMs); err != nil && !errors.Is(err, storage.ErrClosed) {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
 			if !retention {
 				continue
 			}
-			if n, err := p.enforceRetention(nowMs); err != nil {
+			if n, err := p.enforceRetention(nowMs); err != nil && !errors.Is(err, storage.ErrClosed) {
 				b.log.Error("retention failed", "topic", t.Name, "partition", p.Index, "err", err)
 			} else if n > 0 {
 				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.LogStartOffset())

@@ -308,6 +308,7 @@ func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
+	l.SetFailureHook(func(err error) { b.logFailed(t.Name, i, err) })
 	p := newPartition(t, i, l, b.waiters, b.replicas)
 	b.setRole(p, pi)
 	return p, nil

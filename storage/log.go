@@ -67,7 +67,8 @@ type Log struct {
 	mu struct {
 		sync.Mutex
 		cfg    Config
-		err    error // sticky: the first failed write or fsync
+		err    error       // sticky: the first failed write or fsync
+		onFail func(error) // told once, when err is first set (SetFailureHook)
 		closed bool
 		active *segment // == segs.last()
 
@@ -503,7 +504,20 @@ func (l *Log) setErr(err error) {
 func (l *Log) setErrLocked(err error) {
 	if l.mu.err == nil && err != nil {
 		l.mu.err = fmt.Errorf("storage: %s: log failed, refusing writes: %w", l.dir, err)
+		if fn := l.mu.onFail; fn != nil {
+			go fn(l.mu.err) // off the lock: the hook may stop the broker
+		}
 	}
+}
+
+// SetFailureHook sets the function told, once, when the log fails (a write
+// or fsync error makes it refuse writes; see setErr). The owner of the
+// data dir decides what a failed log means for the process: Kafka takes
+// the log dir offline, and halts when it was the last one.
+func (l *Log) SetFailureHook(fn func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.onFail = fn
 }
 
 // isNotExist is errors.Is(err, fs.ErrNotExist).
