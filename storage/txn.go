@@ -79,9 +79,12 @@ func (l *Log) stableLimit() mark {
 // watermark moving to hw, dropping the completed transactions whose marker
 // it passes. The caller holds hwMu.
 func (l *Log) refreshUnstableLocked(hw int64) {
-	if !l.producers.txnDirty.Swap(false) && len(l.unreplicated) == 0 {
+	// Every high watermark move comes here: without transactions it
+	// costs two loads and writes nothing.
+	if !l.producers.txnDirty.Load() && len(l.unreplicated) == 0 {
 		return
 	}
+	l.producers.txnDirty.Store(false)
 	first := l.producers.firstUnstable()
 	keep := l.unreplicated[:0]
 	for _, c := range l.unreplicated {

@@ -289,3 +289,172 @@ func txnWorkload(t testing.TB, dir string) (*Log, int) {
 	}
 	return l, batches
 }
+
+// TestTxnFollowerKeepsLeadersState: a follower that copies a leader's
+// transactional log byte for byte ends with the same transaction index
+// (in memory and in its .txnindex files), the same open transactions and
+// so the same LSO, and keeps them over a restart; a truncation below an
+// abort marker reopens that transaction and drops its entry, and catching
+// up again restores both.
+func TestTxnFollowerKeepsLeadersState(t *testing.T) {
+	root := t.TempDir()
+	leader, _ := txnWorkload(t, filepath.Join(root, "leader"))
+	defer leader.Close()
+	appendHW(t, leader, txnBatch(500, 0, 0, 3)) // left open
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000
+	cfg.IndexIntervalBytes = 300
+	fdir := filepath.Join(root, "follower")
+	f := mustOpen(t, fdir, cfg)
+	catchUp(t, leader, f, 700)
+	f.SetHighWatermark(leader.HighWatermark())
+	same := func(what string) {
+		t.Helper()
+		want, got := leader.AbortedTxns(nil, 0, 1<<40), f.AbortedTxns(nil, 0, 1<<40)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: follower's aborted %v, leader's %v", what, got, want)
+		}
+		if got, want := f.LastStableOffset(), leader.LastStableOffset(); got != want {
+			t.Fatalf("%s: follower's LSO %d, leader's %d", what, got, want)
+		}
+		if got, want := f.Producers(), leader.Producers(); !slices.Equal(got, want) {
+			t.Fatalf("%s: follower's producers %+v, leader's %+v", what, got, want)
+		}
+	}
+	same("caught up")
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"00000000000000000000.txnindex"} {
+		a, _ := os.ReadFile(filepath.Join(leader.Dir(), name))
+		b, _ := os.ReadFile(filepath.Join(fdir, name))
+		if len(a) == 0 || !slices.Equal(a, b) {
+			t.Fatalf("%s differs: leader %d bytes, follower %d", name, len(a), len(b))
+		}
+	}
+	f = mustOpen(t, fdir, cfg)
+	defer func() { f.Close() }()
+	same("restarted")
+
+	// Cut just below the last abort marker: its transaction is open again.
+	all := f.AbortedTxns(nil, 0, 1<<40)
+	last := all[len(all)-1]
+	if err := f.TruncateTo(last.LastOffset); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.AbortedTxns(nil, 0, 1<<40); !slices.Equal(got, all[:len(all)-1]) {
+		t.Fatalf("after the cut: aborted %v, want %v", got, all[:len(all)-1])
+	}
+	if got := f.FirstUnstableOffset(); got > last.FirstOffset {
+		t.Fatalf("after the cut: first unstable offset %d, want at most %d (the reopened transaction)", got, last.FirstOffset)
+	}
+	catchUp(t, leader, f, 700)
+	f.SetHighWatermark(leader.HighWatermark())
+	same("caught up again")
+}
+
+// TestTxnSnapshotKeepsOpenTransactions: producer snapshots carry open
+// transactions, so a restart that replays nothing (a clean close) and
+// one that replays from a snapshot both resume them.
+func TestTxnSnapshotKeepsOpenTransactions(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig())
+	appendHW(t, l, buildBatch(spec(2, 10)))
+	appendHW(t, l, txnBatch(7, 2, 0, 3)) // 2-4, open
+	if err := l.Flush(); err != nil {    // snapshot at 5
+		t.Fatal(err)
+	}
+	appendHW(t, l, txnBatch(8, 0, 0, 1)) // 5, open, after the snapshot
+	m := mustDecodeNewestSnapshot(t, dir)
+	if e := m[7]; e == nil || e.txnStart != 2 || e.epoch != 2 {
+		t.Fatalf("snapshot entry of producer 7: %+v", e)
+	}
+	crash(l)
+	l = mustOpen(t, dir, testConfig())
+	checkLSO(t, l, 2)
+	starts := map[int64]int64{}
+	for _, p := range l.Producers() {
+		starts[p.ProducerID] = p.CurrentTxnStartOffset
+	}
+	if starts[7] != 2 || starts[8] != 5 {
+		t.Fatalf("after recovery: transaction starts %v, want 7:2 8:5", starts)
+	}
+	marker(t, l, 7, 2, true)
+	checkLSO(t, l, 5)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, testConfig())
+	defer l.Close()
+	checkLSO(t, l, 5)
+	marker(t, l, 8, 0, false)
+	checkLSO(t, l, l.LogEndOffset())
+}
+
+func mustDecodeNewestSnapshot(t *testing.T, dir string) map[int64]*producerEntry {
+	t.Helper()
+	offs, err := listSnapshots(dir)
+	if err != nil || len(offs) == 0 {
+		t.Fatalf("no snapshot: %v", err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, segmentName(offs[len(offs)-1], snapshotSuffix)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := decodeSnapshot(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestTxnIndexDroppedWithLogStart: entries whose marker falls below a
+// moved log start are forgotten, and their segments' files go.
+func TestTxnIndexDroppedWithLogStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l, _ := txnWorkload(t, dir)
+	defer l.Close()
+	all := l.AbortedTxns(nil, 0, 1<<40)
+	cut := all[len(all)/2].LastOffset + 1
+	start, err := l.DeleteRecordsBefore(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := l.AbortedTxns(nil, start, 1<<40)
+	if len(got) == 0 || len(got) >= len(all) || got[0].LastOffset < start {
+		t.Fatalf("after moving the log start to %d: %v (of %v)", start, got, all)
+	}
+	if n := len(l.aborted.load()); n != len(all)-searchAborted(all, start) {
+		t.Fatalf("%d entries kept in memory, want %d", n, len(all)-searchAborted(all, start))
+	}
+}
+
+// FuzzDecodeTxnIndex feeds arbitrary bytes to the .txnindex decoder: it
+// never panics, returns only entries that are sane for the segment, and
+// reads back what it decodes when re-encoded.
+func FuzzDecodeTxnIndex(f *testing.F) {
+	f.Add(AbortedTxn{1, 0, 4, 2}.appendTo(AbortedTxn{9, 5, 7, 8}.appendTo(nil)), int64(0), int64(100))
+	f.Add([]byte{0, 0, 1, 2, 3}, int64(0), int64(10))
+	f.Add(AbortedTxn{1, 3, 2, 5}.appendTo(nil), int64(0), int64(10))
+	f.Fuzz(func(t *testing.T, b []byte, base, next int64) {
+		if len(b) > 1<<16 {
+			return
+		}
+		got, err := decodeTxnIndex(b, base, next)
+		var re []byte
+		prev := int64(-1)
+		for _, a := range got {
+			if a.LastOffset < base || a.LastOffset >= next || a.LastOffset <= prev || a.FirstOffset > a.LastOffset {
+				t.Fatalf("insane entry %+v in [%d, %d)", a, base, next)
+			}
+			prev = a.LastOffset
+			re = a.appendTo(re)
+		}
+		if !slices.Equal(re, b[:len(re)]) {
+			t.Fatal("decoded entries do not re-encode to the bytes they came from")
+		}
+		if err == nil && len(re) != len(b) {
+			t.Fatalf("no error, but %d of %d bytes decoded", len(re), len(b))
+		}
+	})
+}
