@@ -9,9 +9,10 @@
 //	00000000000000000000.log        record batches, byte-for-byte as produced
 //	00000000000000000000.index      sparse offset index (mmap'd)
 //	00000000000000000000.timeindex  sparse timestamp index (mmap'd)
+//	00000000000000000000.txnindex   aborted transactions whose marker is in the segment (txnindex.go)
 //	00000000000000081920.log        next segment, named by its base offset
 //	...
-//	00000000000000081920.snapshot   idempotent-producer state at that offset
+//	00000000000000081920.snapshot   producer state (idempotence, open transactions) at that offset
 //	leader-epoch-checkpoint         "0\n<n>\n<epoch> <startOffset>\n..." (Kafka's)
 //	recovery-point-offset-checkpoint  "0\n1\n<offset> <segBase> <pos> <maxTs> <maxTsOff> <bytesSinceIndex>\n"
 //	log-start-offset-checkpoint     "0\n1\n<offset>\n"
@@ -83,6 +84,14 @@
 // with TruncateTo or TruncateFullyAndStartAt; see follower.go and
 // truncate.go, which also state what a concurrent reader sees and why each
 // truncation step is crash-safe.
+//
+// # Transactions
+//
+// Transactional batches open a transaction per producer, markers (control
+// batches) close it; the first unstable offset and the last stable offset
+// (LSO) that read_committed reads stop at, the transaction index that
+// lists aborted transactions for their fetches, and how recovery,
+// truncation and followers keep both are in txn.go and txnindex.go.
 //
 // # Compaction
 //
