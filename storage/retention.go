@@ -113,5 +113,9 @@ func (l *Log) afterLogStartMovedLocked() error {
 	}
 	l.producers.evictBefore(start)
 	l.aborted.dropBelow(start)
+	l.hwMu.Lock()
+	l.producers.txnDirty.Store(true) // the first unstable offset is clamped to the log start
+	l.refreshUnstableLocked(l.hw.load().off)
+	l.hwMu.Unlock()
 	return errors.Join(err, removeSnapshotsBelow(l.dir, l.segs.Load().segs[0].base))
 }

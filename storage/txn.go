@@ -99,7 +99,12 @@ func (l *Log) refreshUnstableLocked(hw int64) {
 }
 
 // publishUnstable stores the mark of first, the new first unstable offset.
+// As in Kafka, it is never below the log start: a transaction whose start
+// DeleteRecords or retention removed holds back only what is left of it.
 func (l *Log) publishUnstable(first int64) {
+	if first != math.MaxInt64 {
+		first = max(first, l.logStart.Load())
+	}
 	switch {
 	case first == l.unstable.load().off:
 	case first == math.MaxInt64:
@@ -205,6 +210,7 @@ func (l *Log) noteCompletedLocked(c AbortedTxn, commit bool) (undo func()) {
 		if n := len(l.unreplicated); n > 0 && l.unreplicated[n-1].marker == c.LastOffset {
 			l.unreplicated = l.unreplicated[:n-1]
 		}
+		l.producers.txnDirty.Store(true) // a move meanwhile may have counted it
 		l.hwMu.Unlock()
 		if !commit {
 			l.aborted.cutFrom(c.LastOffset)

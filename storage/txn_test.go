@@ -458,3 +458,27 @@ func FuzzDecodeTxnIndex(f *testing.F) {
 		}
 	})
 }
+
+// TestTxnLogStartPassesOpenTransaction: DeleteRecords past an open
+// transaction's last batch forgets it (its producer is evicted), and past
+// its start alone clamps the first unstable offset to the log start, as
+// Kafka does; the LSO never stays below the log start.
+func TestTxnLogStartPassesOpenTransaction(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig())
+	defer l.Close()
+	appendHW(t, l, buildBatch(spec(2, 10))) // 0-1
+	appendHW(t, l, txnBatch(7, 0, 0, 2))    // 2-3 open
+	appendHW(t, l, txnBatch(8, 0, 0, 2))    // 4-5 open
+	appendHW(t, l, buildBatch(spec(2, 10))) // 6-7
+	checkLSO(t, l, 2)
+	if _, err := l.DeleteRecordsBefore(3); err != nil {
+		t.Fatal(err)
+	}
+	checkLSO(t, l, 3) // producer 7 wrote at 3: still open, clamped
+	if _, err := l.DeleteRecordsBefore(4); err != nil {
+		t.Fatal(err)
+	}
+	checkLSO(t, l, 4) // producer 7 evicted; producer 8 open at 4
+	marker(t, l, 8, 0, true)
+	checkLSO(t, l, l.LogEndOffset())
+}
