@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/record"
 	"github.com/sluice-broker/sluice/storage"
@@ -75,5 +76,43 @@ func TestWriteTxnMarker(t *testing.T) {
 	p.becomeFollower(5, p.LeaderEpoch()+1)
 	if err := p.writeTxnMarker(10, 1, 3, true, 0); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("follower: %v", err)
+	}
+}
+
+// TestFetchReadCommittedAllocatesNoMore pins that read_committed costs a
+// fetch nothing extra: over a partition whose records hold aborted
+// transactions, a read_committed fetch (LSO, aborted list from the pooled
+// fetch) allocates what a read_uncommitted one does.
+func TestFetchReadCommittedAllocatesNoMore(t *testing.T) {
+	br := benchBroker(t)
+	p := br.Topic("bench").Partition(0)
+	for i := range int64(20) {
+		appendTestBatch(t, p, txnTestBatch(t, 100+i%4, 0, int32(i/4*2), 2))
+		if i%4 == 3 {
+			for pid := int64(100); pid < 104; pid++ {
+				if err := p.writeTxnMarker(pid, 0, 0, pid%2 == 0, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if n := len(p.abortedTxns(nil, 0, p.LastStableOffset())); n != 10 {
+		t.Fatalf("%d aborted transactions, want 10", n)
+	}
+	allocs := func(isolation int8) float64 {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes, req.IsolationLevel = 1<<20, isolation
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		req.Topics = []kmsg.FetchRequestTopic{{Topic: "bench", Partitions: []kmsg.FetchRequestTopicPartition{fp}}}
+		f := frame(req, 12)
+		return testing.AllocsPerRun(200, func() {
+			br.Handle(&Session{}, f, func(r *Response) { r.Release() })
+		})
+	}
+	uncommitted, committed := allocs(0), allocs(1)
+	t.Logf("allocations per fetch: read_uncommitted %v, read_committed %v", uncommitted, committed)
+	if committed > uncommitted {
+		t.Fatalf("read_committed allocates %v per fetch, read_uncommitted %v", committed, uncommitted)
 	}
 }
