@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -114,5 +115,28 @@ func TestFetchReadCommittedAllocatesNoMore(t *testing.T) {
 	t.Logf("allocations per fetch: read_uncommitted %v, read_committed %v", uncommitted, committed)
 	if committed > uncommitted {
 		t.Fatalf("read_committed allocates %v per fetch, read_uncommitted %v", committed, uncommitted)
+	}
+}
+
+// TestStableReadable: read_committed waiters hear of a high watermark move
+// only when it moves the LSO: with the bytes it made readable when nothing
+// was held back, as enough for anyone when a decided transaction released
+// what was.
+func TestStableReadable(t *testing.T) {
+	var s stableTracker
+	steps := []struct {
+		lso, hw, n, want int64
+	}{
+		{10, 10, 100, 100},          // no transaction: the LSO follows the HW
+		{10, 20, 50, 0},             // a transaction opened at 10: held back
+		{10, 30, 50, 0},             // still held
+		{35, 40, 20, math.MaxInt32}, // decided: what was held is readable now
+		{40, 40, 5, math.MaxInt32},  // held before this move too
+		{45, 45, 7, 7},
+	}
+	for i, st := range steps {
+		if got := s.stableReadable(st.lso, st.hw, st.n); got != st.want {
+			t.Fatalf("step %d (%+v): %d", i, st, got)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"os"
 	"testing"
 
 	"github.com/sluice-broker/sluice/record"
@@ -161,4 +162,12 @@ func TestCompactTransactions(t *testing.T) {
 	crash(l)
 	l = mustOpen(t, dir, cfg)
 	check("recovered")
+	if cp := os.Getenv("SLUICE_KAFKA_CLASSPATH"); cp != "" {
+		// Kafka's DumpLogSegments reads the cleaned segments: emptied
+		// batches, markers with a delete horizon, cleaned .txnindex files.
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		runKafkaDumpLog(t, cp, dir, len(splitBatches(t, logStream(t, dir))))
+	}
 }
