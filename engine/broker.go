@@ -22,6 +22,7 @@ type Broker struct {
 
 	meta    metaState        // the metadata image and its store (image.go)
 	hosted  partitionManager // the partitions open here (registry.go)
+	mdCache metadataCache    // encoded full Metadata answers (metadata_cache.go)
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)

@@ -100,6 +100,8 @@ func (b *Broker) Topics() []*Topic { return slices.Clone(b.hosted.load().sorted)
 // caller holds meta.mu. It is idempotent: a partition that failed to open
 // is tried again by the next call.
 func (b *Broker) syncPartitions(img metadata.Image) error {
+	// Metadata answers cached before this change are stale after it.
+	defer b.mdCache.invalidate()
 	b.applyBrokerConfigs(img) // dynconfig.go: topic defaults first
 	old := b.hosted.load()
 	var added []*metadata.TopicImage
