@@ -61,6 +61,9 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
 	}
+	if err := b.takeCleanShutdown(); err != nil { // registry.go
+		return nil, err
+	}
 	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openStore(link); err != nil {
 		b.replicas.close()

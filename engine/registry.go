@@ -66,6 +66,10 @@ type partitionManager struct {
 	// set is replaced whole by syncPartitions (which runs under meta.mu)
 	// when topics come or go; lookups load it without a lock.
 	set atomic.Pointer[topicSet]
+	// clean is the data directory's clean-shutdown record, taken at
+	// start before any partition opens; each partition it names opens
+	// without recovery, once (storage.CleanShutdown).
+	clean *storage.CleanShutdown
 }
 
 // topicSet is one published generation of hosted topics. Invariant: byName,
@@ -256,6 +260,21 @@ func (b *Broker) applyImageRole(p *Partition, pi *metadata.PartitionImage) {
 	p.applyImage(b.cfg.NodeID, pi)
 }
 
+// takeCleanShutdown takes the data directory's clean-shutdown record
+// (which closeTopics' storage.CloseAll leaves), before any partition
+// opens: from here on a crash leaves no record.
+func (b *Broker) takeCleanShutdown() error {
+	rec, err := storage.TakeCleanShutdown(b.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	b.hosted.clean = rec
+	if n := rec.Len(); n > 0 {
+		b.log.Info("partitions closed cleanly at the last shutdown", "partitions", n)
+	}
+	return nil
+}
+
 // openPartitions opens partitions from, from+1, ... of t (described by pis)
 // side by side: opening a log is dominated by fsync latency (clean-shutdown
 // marker, directory), not CPU, so a topic of many partitions opens in a
@@ -306,7 +325,7 @@ func parallel(n int, fn func(i int) error) error { return par.Each(n, openWorker
 // says.
 func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (*Partition, error) {
 	dir := filepath.Join(b.cfg.DataDir, t.Name+"-"+strconv.Itoa(int(i)))
-	l, err := storage.Open(dir, t.Settings().Log)
+	l, err := b.hosted.clean.Open(dir, t.Settings().Log)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}

@@ -47,7 +47,7 @@ import (
 
 // load opens or creates the log's segments, recovers them if needed, and
 // publishes the result.
-func (l *Log) load() error {
+func (l *Log) load(dirClean bool) error {
 	var err error
 	if l.epochs, err = loadEpochCache(l.dir); err != nil {
 		return err
@@ -58,7 +58,7 @@ func (l *Log) load() error {
 		return err
 	}
 	_, statErr := os.Stat(filepath.Join(l.dir, cleanShutdownFile))
-	clean := statErr == nil
+	clean := statErr == nil || dirClean // its own marker (Close), or the data directory's record (CloseAll)
 	segs, fresh, err := l.openSegments()
 	if err != nil {
 		return err
@@ -69,11 +69,18 @@ func (l *Log) load() error {
 	}
 	last := segs[len(segs)-1]
 	var next int64
-	if clean && haveRP && rp.base == last.base && rp.pos == last.size.Load() {
+	if fresh {
+		// Nothing to recover, and scanning would create the empty
+		// segment's index files (activateEmpty leaves them for the
+		// first append).
+		next = last.base
+		l.flushed.rp = recoveryPoint{offset: next, base: next}
+	} else if clean && haveRP && rp.base == last.base && rp.pos == last.size.Load() {
 		l.flushed.rp, l.flushed.diskRP = rp, rp
 		l.durableBase.Store(rp.base)
 		next, err = l.openClean(segs, rp)
 	} else {
+		l.recovered = true
 		segs, next, err = l.recoverSegments(segs, rp, haveRP)
 	}
 	if err != nil {
