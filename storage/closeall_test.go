@@ -131,4 +131,3 @@ func TestCloseAllNoMarkerAfterStickyError(t *testing.T) {
 		t.Fatal("a healthy log is not named clean")
 	}
 }
-
