@@ -23,6 +23,7 @@ type Broker struct {
 
 	meta    metaState        // the metadata image and its store (image.go)
 	hosted  partitionManager // the partitions open here (registry.go)
+	mdCache metadataCache    // encoded full Metadata answers (metadata_cache.go)
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
@@ -60,6 +61,9 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	}
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
+	}
+	if err := b.takeCleanShutdown(); err != nil { // registry.go
+		return nil, err
 	}
 	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openStore(link); err != nil {

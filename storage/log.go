@@ -36,6 +36,9 @@ type Region struct {
 // serialised by mu; reads take no lock (see Read).
 type Log struct {
 	dir string
+	// recovered: Open scanned the log because it was not closed cleanly
+	// (set once, before Open returns).
+	recovered bool
 
 	// Published state for lock-free readers.
 	segs     atomic.Pointer[segList]
@@ -274,8 +277,13 @@ func (l *segList) with(s *segment) *segList {
 }
 
 // Open opens or creates the log in dir and recovers it if it was not shut
-// down cleanly.
-func Open(dir string, cfg Config) (*Log, error) {
+// down cleanly. A log that CloseAll closed is known clean only through its
+// data directory's record: open those through TakeCleanShutdown's Open.
+func Open(dir string, cfg Config) (*Log, error) { return open(dir, cfg, false) }
+
+// open is Open; dirClean says the data directory's clean-shutdown record
+// named the log.
+func open(dir string, cfg Config, dirClean bool) (*Log, error) {
 	cfg = cfg.normalized()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -284,12 +292,16 @@ func Open(dir string, cfg Config) (*Log, error) {
 	l.mu.cfg = cfg
 	l.deleteDelayMs.Store(cfg.FileDeleteDelayMs)
 	l.mu.lastFlushMs = time.Now().UnixMilli()
-	if err := l.load(); err != nil {
+	if err := l.load(dirClean); err != nil {
 		l.closeSegments()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	return l, nil
 }
+
+// Recovered reports whether Open had to recover the log: it was not
+// closed cleanly (or its clean close was not recorded).
+func (l *Log) Recovered() bool { return l.recovered }
 
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
