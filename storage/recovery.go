@@ -121,11 +121,13 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		return nil, false, err
 	}
 	var bases []int64
-	have := map[int64]bool{}
+	have, txn := map[int64]bool{}, map[int64]bool{}
 	for _, e := range ents {
 		if base, ok := parseSegmentName(e.Name(), logSuffix); ok {
 			bases = append(bases, base)
 			have[base] = true
+		} else if base, ok := parseSegmentName(e.Name(), txnIndexSuffix); ok {
+			txn[base] = true
 		}
 	}
 	for _, e := range ents {
@@ -163,6 +165,7 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 			closeAll(segs)
 			return nil, false, err
 		}
+		s.hasTxnIndex = txn[base] // so that loading reads only the .txnindex files there are
 		segs = append(segs, s)
 	}
 	return segs, false, nil

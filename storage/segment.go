@@ -78,6 +78,9 @@ type segment struct {
 	// txnDirty: an entry was appended to the .txnindex since its last
 	// fsync (txnindex.go).
 	txnDirty atomic.Bool
+	// hasTxnIndex: Open found a .txnindex file for the segment (only
+	// loading reads it).
+	hasTxnIndex bool
 }
 
 // segIndex is the mapping state of a segment's indexes. Readers, and the

@@ -205,6 +205,9 @@ func (s *segment) syncTxnIndex() error {
 // trusted (the rest recovery rebuilds), given that the segment ends before
 // next. A damaged or untrusted tail is cut from the file.
 func readTxnIndex(s *segment, next, trusted int64) ([]AbortedTxn, error) {
+	if !s.hasTxnIndex {
+		return nil, nil
+	}
 	path := s.path(txnIndexSuffix)
 	st, err := os.Stat(path)
 	if isNotExist(err) {
