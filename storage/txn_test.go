@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -481,4 +482,91 @@ func TestTxnLogStartPassesOpenTransaction(t *testing.T) {
 	checkLSO(t, l, 4) // producer 7 evicted; producer 8 open at 4
 	marker(t, l, 8, 0, true)
 	checkLSO(t, l, l.LogEndOffset())
+}
+
+// TestTxnConcurrentReadCommitted races read_committed readers against a
+// writer of interleaved transactions (each decided up front, its records
+// saying how) and markers: a reader never keeps a record of a transaction
+// that is aborted, whatever it saw of the LSO and the index when it read.
+func TestTxnConcurrentReadCommitted(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 4000
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	const txns = 300
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 3 {
+		go func() {
+			off, kept := int64(0), 0
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				r, err := l.ReadCommitted(off, 1<<14)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if r.Len == 0 {
+					continue
+				}
+				b := make([]byte, r.Len)
+				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+					errs <- err
+					return
+				}
+				var hs []record.Header
+				for p := b; len(p) > 0; {
+					h, _ := record.ParseHeader(p)
+					hs = append(hs, h)
+					p = p[h.Size():]
+				}
+				end := hs[len(hs)-1].LastOffset() + 1
+				aborted := l.AbortedTxns(nil, off, end)
+				for _, h := range hs {
+					if h.IsControl() || !h.IsTransactional() || isAborted(aborted, h) {
+						continue
+					}
+					if h.FirstTimestamp%2 == 1 { // the writer's mark of a transaction it aborts
+						errs <- fmt.Errorf("kept batch %d of aborted producer %d (LSO %d, aborted %v)", h.BaseOffset, h.ProducerID, l.LastStableOffset(), aborted)
+						return
+					}
+					kept++
+				}
+				off = end
+			}
+		}()
+	}
+	seq := map[int64]int32{}
+	for i := range txns {
+		pid := int64(i % 5)
+		abort := i%3 == 0
+		s := spec(2, 20)
+		s.pid, s.epoch, s.seq, s.attrs = pid, 0, seq[pid], record.AttrTransactional
+		s.ts = 1_700_000_000_000 + int64(btoi(abort)) // odd: to be aborted
+		seq[pid] += 2
+		appendHW(t, l, buildBatch(s))
+		if i%5 == 4 { // decide the five open transactions
+			for p := int64(0); p < 5; p++ {
+				marker(t, l, p, 0, (i-4+int(p))%3 != 0)
+			}
+		}
+	}
+	close(done)
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
