@@ -7,7 +7,7 @@ package engine
 // remembers the partitions and their fetch state; the client sends only
 // what changed (new fetch offsets, added or forgotten partitions) and the
 // broker answers only partitions with something new: records, a moved high
-// watermark or log start offset, or an error.
+// watermark, last stable offset or log start offset, or an error.
 //
 // Request kinds, by (SessionID, SessionEpoch):
 //
@@ -95,9 +95,9 @@ type sessionPart struct {
 	currentLeaderEpoch int32
 	lastFetchedEpoch   int32
 
-	hw, logStart int64 // as last sent; hw -1 forces the next answer to include it
-	hadRecords   bool  // in the answer being built
-	removed      bool  // forgotten; a late answer must not re-add it
+	hw, logStart, lso int64 // as last sent; hw -1 forces the next answer to include it
+	hadRecords        bool  // in the answer being built
+	removed           bool  // forgotten; a late answer must not re-add it
 }
 
 // begin sets up f's partitions and session from req.
@@ -298,7 +298,7 @@ func (s *fetchSession) applyChanges(f *fetch, req *kmsg.FetchRequest) {
 func (s *fetchSession) upsert(key sessionKey, fp *fetchPart) *sessionPart {
 	sp := s.mu.index[key]
 	if sp == nil {
-		sp = &sessionPart{key: key, hw: -1, logStart: -1}
+		sp = &sessionPart{key: key, hw: -1, logStart: -1, lso: -1}
 		s.mu.index[key] = sp
 		s.mu.parts = append(s.mu.parts, sp)
 	}
@@ -330,9 +330,9 @@ func (s *fetchSession) finish(f *fetch) {
 			continue
 		}
 		changed := fp.records.Len > 0 || fp.err != 0 || fp.divergingEpoch >= 0 || fp.preferred >= 0 ||
-			fp.hw != sp.hw || fp.logStart != sp.logStart
+			fp.hw != sp.hw || fp.logStart != sp.logStart || fp.lso != sp.lso
 		fp.omit = f.incremental && !changed
-		sp.hw, sp.logStart, sp.hadRecords = fp.hw, fp.logStart, fp.records.Len > 0
+		sp.hw, sp.logStart, sp.lso, sp.hadRecords = fp.hw, fp.logStart, fp.lso, fp.records.Len > 0
 		if fp.err != 0 {
 			sp.hw = -1 // resend the partition once the error clears
 		}
