@@ -16,10 +16,11 @@ package storage
 //     (txnindex.go), which read_committed fetches consult (AbortedTxns).
 //
 // The first unstable offset is published as an endMark (offset, segment,
-// position) like the high watermark, and moved only where the high
-// watermark is (setHighWatermarkLocked, under hwMu): before that moves, an
-// open transaction's data is above the watermark anyway. Changes to
-// producer state set producerState.txnDirty, which that move looks at.
+// position) like the high watermark, and recomputed under hwMu where the
+// high watermark moves (setHighWatermarkLocked: until it moves, an open
+// transaction's data is above it anyway), where the log start moves (the
+// offset is clamped to it) and after a truncation. Changes to producer
+// state set producerState.txnDirty, which the recomputation looks at.
 
 import (
 	"errors"
