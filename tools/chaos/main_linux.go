@@ -257,8 +257,8 @@ func (r *runner) mainPhase() (*result, error) {
 	res.anomalies, err = r.checkTopic(h, topic, r.o.partitions, topic+"-group")
 	if err == nil && cp != nil {
 		cp.stop()
-		res.copiers = cp.summary()
 		err = r.checkCopy(cp, res.anomalies)
+		res.copiers = cp.summary()
 	}
 	if err == nil && res.anomalies.Total() > 0 {
 		r.dumpHistory(h, "history.txt")
