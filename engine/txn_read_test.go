@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +149,61 @@ func TestReadCommittedSkipsAbortedAndWaitsForCommit(t *testing.T) {
 	if lso := listEnd(t, adm, "txn", true); lso != 7 {
 		t.Fatalf("ListOffsets read_committed %d after the markers, want 7", lso)
 	}
+}
+
+// BenchmarkCatchUpConsume measures a franz-go consumer catching up on a
+// partition of committed transactions (100 records of 1 KiB each, a
+// marker after each) at both isolation levels: read_committed pays for
+// the LSO bound and the aborted-transaction lookups (none here) only.
+//
+//	go test -run XXX -bench CatchUpConsume ./engine/
+func BenchmarkCatchUpConsume(b *testing.B) {
+	tb := testbroker.Start(b)
+	makeTopic(b, tb, "catchup", 1, nil)
+	p := tb.Broker.Topic("catchup").Partition(0)
+	value := string(make([]byte, 1024))
+	values := make([]string, 100)
+	for i := range values {
+		values[i] = value
+	}
+	const txns = 100
+	for i := range txns {
+		pid := int64(1 + i%4)
+		mustAppend(b, p, txnBatch(b, pid, 0, int32(i/4*100), values...))
+		mustMarker(b, p, pid, true)
+	}
+	total := int64(txns * len(values))
+	for _, bc := range []struct {
+		name string
+		iso  kgo.IsolationLevel
+	}{{"read_uncommitted", kgo.ReadUncommitted()}, {"read_committed", kgo.ReadCommitted()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(total * 1024)
+			cpu0 := processCPU()
+			for b.Loop() {
+				cl := tb.Client(b, kgo.ConsumeTopics("catchup"), kgo.FetchIsolationLevel(bc.iso),
+					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				n := int64(0)
+				for n < total && ctx.Err() == nil {
+					cl.PollFetches(ctx).EachRecord(func(*kgo.Record) { n++ })
+				}
+				cancel()
+				cl.Close()
+				if n != total {
+					b.Fatalf("consumed %d of %d", n, total)
+				}
+			}
+			// CPU time (client and broker: one process) is a steadier
+			// figure than wall time on a shared machine.
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
