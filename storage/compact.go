@@ -134,7 +134,7 @@ func (l *Log) Compact(nowMs int64) (CompactStats, error) {
 	if err := l.saveCleanerState(st.CleanedTo, p.horizon); err != nil {
 		return st, err
 	}
-	f.lastOfProducer = l.producers.lastOffsets()
+	f.lastOfProducer, f.lastDataOfProducer = l.producers.lastOffsets(), l.producers.lastDataOffsets()
 	f.txn = newTxnTracker(l.aborted.load(), p.segs[0].base)
 	if done, err := l.cleanSegments(&p, upto, f, &st); err != nil {
 		// Keep what was cleaned; the rest stays dirty for the next pass,
@@ -586,6 +586,10 @@ type batchFilter struct {
 	keys           map[string]int
 	latest         []int64
 	lastOfProducer map[int64]int64 // producer id → its last offset in the log
+	// lastDataOfProducer: producer id → the last offset of its last data
+	// batch (a marker may follow it); that batch is kept too, as Kafka
+	// keeps it, so the producer's sequence survives a rebuild from the log.
+	lastDataOfProducer map[int64]int64
 	// txn follows transactions through the pass (compact_txn.go); index
 	// collects the transaction index entries of the group being cleaned.
 	txn   *txnTracker
@@ -668,7 +672,7 @@ func (f *batchFilter) filter(b []byte, h *record.Header, st *CompactStats) (kept
 	st.Records += int64(len(f.decoded))
 	st.RecordsKept += int64(len(f.kept))
 	if len(f.kept) == 0 {
-		if !h.HasProducerID() || f.lastOfProducer[h.ProducerID] != h.LastOffset() {
+		if !h.HasProducerID() || !f.producersLast(h) {
 			return nil, true, nil
 		}
 		if h.NumRecords == 0 && !hadHorizon {

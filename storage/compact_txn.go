@@ -171,7 +171,7 @@ const maxInt64 = 1<<63 - 1
 func (f *batchFilter) filterAborted(b []byte, h *record.Header, st *CompactStats) (kept []byte, changed bool, err error) {
 	st.Records += int64(h.NumRecords)
 	st.AbortedRemoved += int64(h.NumRecords)
-	if f.lastOfProducer[h.ProducerID] != h.LastOffset() {
+	if !f.producersLast(h) {
 		return nil, true, nil
 	}
 	if h.NumRecords == 0 {
@@ -180,6 +180,18 @@ func (f *batchFilter) filterAborted(b []byte, h *record.Header, st *CompactStats
 	f.kept = f.kept[:0]
 	kept, err = f.rebuild(h, h.FirstTimestamp, false, h.HasDeleteHorizon())
 	return kept, true, err
+}
+
+// producersLast reports whether the batch is its producer's last one, or
+// its last data batch: kept (empty if need be) so that the producer's
+// state can be rebuilt from the log.
+func (f *batchFilter) producersLast(h *record.Header) bool {
+	last := h.LastOffset()
+	if off, ok := f.lastOfProducer[h.ProducerID]; ok && off == last {
+		return true
+	}
+	off, ok := f.lastDataOfProducer[h.ProducerID]
+	return ok && off == last
 }
 
 // spliceAborted replaces the in-memory index entries whose marker lies in

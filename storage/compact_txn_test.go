@@ -300,3 +300,29 @@ func noAbortedBelow(t *testing.T, l *Log, recs []modelRec, aborted map[int]bool,
 		}
 	}
 }
+
+// TestCompactKeepsLastDataBatchBeforeMarker: a transactional producer's
+// last data batch is kept (emptied) even though a marker follows it, as
+// Kafka keeps it, so its sequence numbers survive a rebuild from the log.
+func TestCompactKeepsLastDataBatchBeforeMarker(t *testing.T) {
+	cfg := compactConfig()
+	l := mustOpen(t, t.TempDir(), cfg)
+	defer l.Close()
+	data := appendHW(t, l, txnKeyed(t, 5, 0, rec("k", "old")))
+	marker(t, l, 5, 0, true)
+	for i := range 80 {
+		appendHW(t, l, keyedBatch(t, keyedSpec{}, rec("k", fmt.Sprint("new", i))))
+	}
+	settle(t, l)
+	mustCompact(t, l, 1_800_000_000_000)
+	hs, _ := readRecords(t, l)
+	for _, h := range hs {
+		if h.BaseOffset == data.FirstOffset {
+			if h.NumRecords != 0 || h.ProducerID != 5 || h.IsControl() {
+				t.Fatalf("producer 5's last data batch: %+v, want it kept empty", h)
+			}
+			return
+		}
+	}
+	t.Fatal("producer 5's last data batch was removed")
+}

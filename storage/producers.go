@@ -230,6 +230,20 @@ func (p *producerState) lastOffsets() map[int64]int64 {
 	return m
 }
 
+// lastDataOffsets maps every producer with a data batch of its current
+// epoch to that batch's last offset.
+func (p *producerState) lastDataOffsets() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[int64]int64, len(p.mu.m))
+	for pid, e := range p.mu.m {
+		if e.nb > 0 {
+			m[pid] = e.batches[e.nb-1].lastOffset
+		}
+	}
+	return m
+}
+
 func (p *producerState) infos() []ProducerInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
