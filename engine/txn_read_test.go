@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -125,6 +126,7 @@ func TestReadCommittedSkipsAbortedAndWaitsForCommit(t *testing.T) {
 	if got := consumeValues(ctx, t, uncommitted, 5); !slices.Equal(got, []string{"a1", "a2", "p1", "c1", "c2"}) {
 		t.Fatalf("read_uncommitted got %q", got)
 	}
+	uncommitted.Close() // its next fetch must not be the parked one below
 
 	committed := tb.Client(t, kgo.ConsumeTopics("txn"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(20*time.Second))
@@ -137,9 +139,11 @@ func TestReadCommittedSkipsAbortedAndWaitsForCommit(t *testing.T) {
 	// 20 s); the markers must wake it.
 	done := make(chan []string, 1)
 	go func() { done <- consumeValues(ctx, t, committed, 3) }()
-	time.Sleep(200 * time.Millisecond) // let the fetch park; the test holds without it
-	mustMarker(t, p, 1000, false)      // 5
-	mustMarker(t, p, 2000, true)       // 6
+	for engine.ParkedFetches(tb.Broker) == 0 && ctx.Err() == nil {
+		runtime.Gosched() // until the consumer's fetch waits in the purgatory
+	}
+	mustMarker(t, p, 1000, false) // 5
+	mustMarker(t, p, 2000, true)  // 6
 	start := time.Now()
 	got := <-done
 	t.Logf("read_committed answered %v after the commit", time.Since(start))
