@@ -62,8 +62,8 @@ type Log struct {
 	// that passes it. Invariant: a batch boundary, or math.MaxInt64.
 	unstable endMark
 	// unreplicated are the transactions decided by a marker the high
-	// watermark has not passed yet, oldest marker first; guarded by hwMu.
-	unreplicated []completedTxn
+	// watermark has not passed yet (txn.go).
+	unreplicated decidedTxns
 	// aborted is the transaction index of every segment (txnindex.go).
 	aborted abortedIndex
 

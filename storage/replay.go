@@ -88,12 +88,18 @@ func (l *Log) recoverBatch(b []byte) {
 }
 
 // replayBatch applies one batch (or just its header) to the producer state.
+// A marker's transaction is noted as decided first (it stays unstable
+// until the high watermark passes the marker), even when only the header
+// is read.
 func (l *Log) replayBatch(b []byte) {
 	h, err := record.ParseHeader(b)
 	if err != nil || !h.HasProducerID() {
 		return
 	}
 	l.producers.mu.Lock()
+	if h.IsControl() {
+		l.unreplicated.add(l.producers.completedLocked(&h))
+	}
 	l.producers.replay(&h)
 	l.producers.mu.Unlock()
 }

@@ -25,6 +25,8 @@ package storage
 import (
 	"errors"
 	"math"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-broker/sluice/record"
@@ -39,6 +41,57 @@ var ErrTransactionCoordinatorFenced = errors.New("storage: transaction coordinat
 type completedTxn struct {
 	first  int64 // the transaction's first offset (the marker's when it had no data)
 	marker int64
+}
+
+// decidedTxns are the transactions decided by a marker the high watermark
+// has not passed yet, oldest marker first. Its lock is taken after hwMu
+// and producerState.mu, never before either, so that a replay can note a
+// marker before the producer state closes its transaction.
+type decidedTxns struct {
+	mu   sync.Mutex
+	list []completedTxn
+	n    atomic.Int32 // len(list), read without the lock
+}
+
+// add notes c unless its marker is the last one noted already (a replay
+// of a marker its reader noted).
+func (d *decidedTxns) add(c completedTxn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.list); n > 0 && d.list[n-1].marker >= c.marker {
+		return
+	}
+	d.list = append(d.list, c)
+	d.n.Store(int32(len(d.list)))
+}
+
+// removeLast takes back the note of the marker at offset, if last.
+func (d *decidedTxns) removeLast(marker int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n := len(d.list); n > 0 && d.list[n-1].marker == marker {
+		d.list = d.list[:n-1]
+		d.n.Store(int32(len(d.list)))
+	}
+}
+
+// keep drops the transactions whose marker keep rejects and returns the
+// smallest first offset of the others, math.MaxInt64 if none.
+func (d *decidedTxns) keep(keep func(completedTxn) bool) int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	first := int64(math.MaxInt64)
+	kept := d.list[:0]
+	for _, c := range d.list {
+		if keep(c) {
+			kept = append(kept, c)
+			first = min(first, c.first)
+		}
+	}
+	clear(d.list[len(kept):])
+	d.list = kept
+	d.n.Store(int32(len(kept)))
+	return first
 }
 
 // noUnstable is the first unstable offset while no transaction is open.
@@ -82,20 +135,12 @@ func (l *Log) stableLimit() mark {
 func (l *Log) refreshUnstableLocked(hw int64) {
 	// Every high watermark move comes here: without transactions it
 	// costs two loads and writes nothing.
-	if !l.producers.txnDirty.Load() && len(l.unreplicated) == 0 {
+	if !l.producers.txnDirty.Load() && l.unreplicated.n.Load() == 0 {
 		return
 	}
 	l.producers.txnDirty.Store(false)
 	first := l.producers.firstUnstable()
-	keep := l.unreplicated[:0]
-	for _, c := range l.unreplicated {
-		if c.marker >= hw {
-			keep = append(keep, c)
-			first = min(first, c.first)
-		}
-	}
-	clear(l.unreplicated[len(keep):])
-	l.unreplicated = keep
+	first = min(first, l.unreplicated.keep(func(c completedTxn) bool { return c.marker >= hw }))
 	l.publishUnstable(first)
 }
 
@@ -200,19 +245,13 @@ func (l *Log) appendMarkerLocked(batch []byte, pid int64, epoch int16, coordinat
 // It returns what undoes both if the marker is not written. The caller
 // holds mu.
 func (l *Log) noteCompletedLocked(c AbortedTxn, commit bool) (undo func()) {
-	l.hwMu.Lock()
-	l.unreplicated = append(l.unreplicated, completedTxn{c.FirstOffset, c.LastOffset})
-	l.hwMu.Unlock()
+	l.unreplicated.add(completedTxn{c.FirstOffset, c.LastOffset})
 	if !commit {
 		l.aborted.add(c)
 	}
 	return func() {
-		l.hwMu.Lock()
-		if n := len(l.unreplicated); n > 0 && l.unreplicated[n-1].marker == c.LastOffset {
-			l.unreplicated = l.unreplicated[:n-1]
-		}
+		l.unreplicated.removeLast(c.LastOffset)
 		l.producers.txnDirty.Store(true) // a move meanwhile may have counted it
-		l.hwMu.Unlock()
 		if !commit {
 			l.aborted.cutFrom(c.LastOffset)
 		}
@@ -255,6 +294,17 @@ func (p *producerState) firstUnstableExceptLocked(pid, def int64) int64 {
 		return def
 	}
 	return first
+}
+
+// completedLocked is the transaction the marker with header h decides:
+// its producer's open transaction, or the marker alone. The caller holds
+// p.mu.
+func (p *producerState) completedLocked(h *record.Header) completedTxn {
+	c := completedTxn{first: h.BaseOffset, marker: h.BaseOffset}
+	if e := p.mu.m[h.ProducerID]; e != nil && e.txnStart >= 0 {
+		c.first = e.txnStart
+	}
+	return c
 }
 
 func (p *producerState) setCoordinatorEpoch(pid int64, epoch int32) {
@@ -355,14 +405,8 @@ func (l *Log) txnAfterCutLocked(end int64) error {
 	before := len(l.aborted.load())
 	l.aborted.cutFrom(end)
 	dropped := len(l.aborted.load()) < before
+	l.unreplicated.keep(func(c completedTxn) bool { return c.marker < end })
 	l.hwMu.Lock()
-	keep := l.unreplicated[:0]
-	for _, c := range l.unreplicated {
-		if c.marker < end {
-			keep = append(keep, c)
-		}
-	}
-	l.unreplicated = keep
 	l.producers.txnDirty.Store(true)
 	l.refreshUnstableLocked(l.hw.load().off)
 	l.hwMu.Unlock()
@@ -379,8 +423,8 @@ func (l *Log) txnAfterCutLocked(end int64) error {
 // caller holds mu.
 func (l *Log) txnClearLocked() {
 	l.aborted.set(nil)
+	l.unreplicated.keep(func(completedTxn) bool { return false })
 	l.hwMu.Lock()
-	l.unreplicated = nil
 	l.unstable.store(noUnstable)
 	l.hwMu.Unlock()
 }

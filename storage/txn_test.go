@@ -570,3 +570,35 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestTxnReplayKeepsMarkerAboveHWUnstable: a marker the high watermark
+// has not passed, replayed from headers at open (its snapshot lost), keeps
+// its transaction unstable, as when it was appended.
+func TestTxnReplayKeepsMarkerAboveHWUnstable(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig())
+	appendHW(t, l, buildBatch(spec(1, 10))) // 0
+	appendHW(t, l, txnBatch(3, 0, 0, 2))    // 1-2
+	if err := l.Flush(); err != nil {       // snapshot at 3
+		t.Fatal(err)
+	}
+	if _, err := l.AppendMarker(3, 0, 0, true, AppendOptions{}); err != nil { // 3
+		t.Fatal(err)
+	}
+	l.SetHighWatermark(3) // a follower has the data, not the marker yet
+	checkLSO(t, l, 1)
+	if err := l.Close(); err != nil { // snapshot at 4, HW 3 checkpointed
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, segmentName(4, snapshotSuffix))); err != nil {
+		t.Fatal(err)
+	}
+	l = mustOpen(t, dir, testConfig())
+	defer l.Close()
+	if hw := l.HighWatermark(); hw != 3 {
+		t.Fatalf("reopened with HW %d, want the checkpointed 3", hw)
+	}
+	checkLSO(t, l, 1)
+	l.SetHighWatermark(4)
+	checkLSO(t, l, 4)
+}
