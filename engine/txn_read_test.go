@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine"
 	"github.com/sluice-broker/sluice/internal/testbroker"
@@ -210,4 +211,43 @@ func processCPU() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestReadCommittedFromFollower: a follower builds the transaction state
+// from the batches and markers it replicates, so a read_committed consumer
+// reading from it (KIP-392) gets the leader's answer: the same last stable
+// offset, records and aborted transactions; and while a transaction is
+// open, neither serves its records.
+func TestReadCommittedFromFollower(t *testing.T) {
+	c := startRackCluster(t, 2)
+	c.createTopic("rcf", 1, []int32{1, 2}, nil)
+	lp, fp := c.partition(1, "rcf"), c.partition(2, "rcf")
+	mustAppend(t, lp, txnBatch(t, 70, 0, 0, "a1", "a2")) // 0-1, aborted
+	mustAppend(t, lp, plainBatch(t, "p1"))               // 2
+	mustAppend(t, lp, txnBatch(t, 71, 0, 0, "c1"))       // 3, committed
+	mustAppend(t, lp, txnBatch(t, 72, 0, 0, "o1"))       // 4, left open
+	mustMarker(t, lp, 70, false)                         // 5
+	mustMarker(t, lp, 71, true)                          // 6
+	waitFor(t, "the high watermarks", func() bool { return lp.HighWatermark() == 7 && fp.HighWatermark() == 7 })
+	fetch := func(addr string) kmsg.FetchResponseTopicPartition {
+		rc := dialRaw(t, addr)
+		req := fetchReq("rcf", [16]byte{}, map[int32]int64{0: 0})
+		req.Rack, req.IsolationLevel = "r2", 1
+		return do[*kmsg.FetchResponse](rc, req, 12).Topics[0].Partitions[0]
+	}
+	follower := fetch(c.brokers[2].Addr)
+	if follower.ErrorCode != 0 || follower.LastStableOffset != 4 || follower.HighWatermark != 7 {
+		t.Fatalf("follower: error %d, LSO %d, HW %d; want 0, 4, 7: %+v", follower.ErrorCode, follower.LastStableOffset, follower.HighWatermark, follower)
+	}
+	if len(follower.AbortedTransactions) != 1 || follower.AbortedTransactions[0].ProducerID != 70 || follower.AbortedTransactions[0].FirstOffset != 0 {
+		t.Fatalf("follower's aborted transactions: %+v", follower.AbortedTransactions)
+	}
+	if last := lastOffset(t, follower.RecordBatches); last != 3 {
+		t.Fatalf("follower served records up to %d, want 3 (below the open transaction)", last)
+	}
+	if got, want := fp.LastStableOffset(), lp.LastStableOffset(); got != want {
+		t.Fatalf("follower's LSO %d, leader's %d", got, want)
+	}
+	mustMarker(t, lp, 72, true) // 7
+	waitFor(t, "the follower's LSO", func() bool { return fp.LastStableOffset() == 8 })
 }
