@@ -61,11 +61,34 @@
 // provided buffer only when bytes arrive. Bytes received past the request
 // in flight (a pipelining client) are kept in a stash of at most one read
 // (16 KiB epoll, 8 KiB uring); nothing more is read until the reply is out.
+//
+// # TLS
+//
+// ServeListener with ListenerOptions.TLS serves a TLS listener on any
+// backend (tls.go). crypto/tls cannot resume a handshake that would block,
+// so a goroutine accepts and runs each handshake on the blocking socket
+// (bounded in time and in how many run at once); the handler never sees a
+// connection whose handshake failed. On the event-loop backends the
+// finished connection then moves to a loop: its tls.Conn sits on memConn,
+// an in-memory net.Conn whose reads return the ciphertext the loop
+// received (and a temporary "would block" error when it runs out, which
+// crypto/tls keeps partial records across) and whose writes collect
+// ciphertext. The loop decrypts straight into the frame being assembled,
+// leaving plaintext past it inside the tls.Conn (no stash), and reads the
+// socket only when no whole record is buffered, so backpressure is as for
+// plaintext. A reply is sealed before it is written: byte parts and file
+// regions are staged into 256 KiB of plaintext (file regions read with
+// pread: sendfile cannot encrypt, as in Kafka), encrypted, and the whole
+// reply's ciphertext goes out as one byte part through the backend's usual
+// write path. The cost: a copy and an encryption of every byte, user-space
+// reads of record bytes, the reply's ciphertext held in memory until it is
+// written (buffers up to 1 MiB are kept for the next reply), recv never
+// straight into a frame body, and no recv linked behind a send on uring.
+// Kernel TLS would keep sendfile; it is not built (no tls module here).
 package netpoll
 
 import (
 	"log/slog"
-	"net"
 	"os"
 	"runtime"
 	"time"
@@ -84,7 +107,7 @@ type Reply interface {
 
 // Handler creates the per-connection handlers.
 type Handler interface {
-	Open(remote net.Addr) ConnHandler
+	Open(info ConnInfo) ConnHandler
 }
 
 // ConnHandler serves one connection's frames.

@@ -1,0 +1,310 @@
+package netpoll
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// ListenerOptions describe one listening socket given to ServeListener.
+type ListenerOptions struct {
+	// Name is the listener's name (Kafka's listener name, "PLAINTEXT" …),
+	// passed to Handler.Open with each connection.
+	Name string
+	// TLS, when set, makes every connection a TLS server connection with
+	// this config (its GetConfigForClient may change certificates per
+	// handshake: reload without restart).
+	TLS *tls.Config
+	// HandshakeTimeout bounds a TLS handshake (0: 10 s); a peer that has
+	// not finished by then is closed.
+	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the TLS handshakes in progress at once (0:
+	// 1024); further connections wait in the listen backlog.
+	MaxHandshakes int
+}
+
+func (lo *ListenerOptions) defaults() {
+	if lo.HandshakeTimeout <= 0 {
+		lo.HandshakeTimeout = 10 * time.Second
+	}
+	if lo.MaxHandshakes <= 0 {
+		lo.MaxHandshakes = 1024
+	}
+}
+
+// ConnInfo is what a Handler learns about a new connection.
+type ConnInfo struct {
+	Remote   net.Addr
+	Listener string               // ListenerOptions.Name
+	TLS      *tls.ConnectionState // nil on a plaintext listener
+}
+
+// errWouldBlock is what memConn.Read returns when the event loop has handed
+// it no more ciphertext. crypto/tls treats a temporary net.Error as "try
+// again later" and keeps what it has read of a record.
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "netpoll: no more input yet" }
+func (wouldBlock) Timeout() bool   { return true }
+func (wouldBlock) Temporary() bool { return true }
+
+// memConn is the net.Conn under a TLS connection. During the handshake it
+// passes through to the socket (a goroutine blocks on it); once the
+// connection moves to an event loop, sock is nil and it reads the
+// ciphertext the loop received (in) and collects the ciphertext to send
+// (out), which the loop writes like any reply bytes.
+type memConn struct {
+	sock          net.Conn // nil once on the loop
+	local, remote net.Addr
+
+	// Loop mode, owned by the loop. Invariant: inOff <= len(in).
+	in    []byte
+	inOff int
+	out   []byte
+}
+
+func (m *memConn) Read(b []byte) (int, error) {
+	if m.sock != nil {
+		return m.sock.Read(b)
+	}
+	if m.inOff == len(m.in) {
+		m.in, m.inOff = m.in[:0], 0
+		return 0, errWouldBlock
+	}
+	n := copy(b, m.in[m.inOff:])
+	m.inOff += n
+	return n, nil
+}
+
+func (m *memConn) Write(b []byte) (int, error) {
+	if m.sock != nil {
+		return m.sock.Write(b)
+	}
+	m.out = append(m.out, b...)
+	return len(b), nil
+}
+
+func (m *memConn) Close() error {
+	if m.sock != nil {
+		return m.sock.Close()
+	}
+	return nil
+}
+
+func (m *memConn) LocalAddr() net.Addr  { return m.local }
+func (m *memConn) RemoteAddr() net.Addr { return m.remote }
+
+func (m *memConn) SetDeadline(t time.Time) error {
+	if m.sock != nil {
+		return m.sock.SetDeadline(t)
+	}
+	return nil
+}
+
+func (m *memConn) SetReadDeadline(t time.Time) error {
+	if m.sock != nil {
+		return m.sock.SetReadDeadline(t)
+	}
+	return nil
+}
+
+func (m *memConn) SetWriteDeadline(t time.Time) error {
+	if m.sock != nil {
+		return m.sock.SetWriteDeadline(t)
+	}
+	return nil
+}
+
+// tlsLayer is a TLS connection's record layer on an event loop: ciphertext
+// in from the loop's reads (feed), request frames out (pull), replies
+// sealed into one byte slice of ciphertext (seal).
+type tlsLayer struct {
+	tc    *tls.Conn
+	mc    *memConn
+	state tls.ConnectionState
+	spare []byte       // the other ciphertext buffer (double buffering)
+	reply sealedReply  // the one sealed reply in flight
+	plain *[]byte      // staging for plaintext, pooled while sealing
+}
+
+// sealChunk is how much plaintext is staged before it is encrypted: a file
+// region is read in chunks of this size (Fetch over TLS cannot sendfile).
+const sealChunk = 256 << 10
+
+// maxKeptCiphertext is the largest ciphertext buffer kept between replies;
+// a bigger one (a large fetch) is dropped after it is written.
+const maxKeptCiphertext = 1 << 20
+
+// feed appends ciphertext received from the socket.
+func (t *tlsLayer) feed(b []byte) { t.mc.in = append(t.mc.in, b...) }
+
+// pull decrypts buffered records into fr until a frame is complete (it is
+// returned) or no whole record is buffered (nil, nil). Plaintext past the
+// frame stays inside the TLS connection, so no stash is needed.
+func (t *tlsLayer) pull(fr *frameReader) (*[]byte, error) {
+	for {
+		n, err := t.tc.Read(fr.space())
+		if n > 0 {
+			if f, ferr := fr.got(n); f != nil || ferr != nil {
+				return f, ferr
+			}
+			continue
+		}
+		if errors.Is(err, errWouldBlock) {
+			return nil, nil
+		}
+		if err == nil {
+			err = io.ErrNoProgress
+		}
+		return nil, err
+	}
+}
+
+// seal encrypts a reply's parts (file regions read in sealChunk pieces)
+// and returns a reply of the ciphertext, which keeps r's ShouldClose and
+// releases r at once. Ciphertext the connection wrote on its own (a key
+// update answer) goes out ahead of it.
+func (t *tlsLayer) seal(r Reply) Reply {
+	closeAfter := r.ShouldClose()
+	err := sealTo(t.tc, r, &t.plain)
+	r.Release()
+	ct := t.mc.out
+	t.mc.out = t.spare[:0]
+	t.spare = nil
+	t.reply = sealedReply{t: t, b: ct, close: closeAfter || err != nil}
+	return &t.reply
+}
+
+// sealTo writes a reply's plaintext to w in large writes: byte parts are
+// coalesced with the file regions read after them.
+func sealTo(w io.Writer, r Reply, plain **[]byte) error {
+	if *plain == nil {
+		*plain = getFrame(sealChunk)
+	}
+	defer func() { putFrame(*plain); *plain = nil }()
+	buf := (**plain)[:0]
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for i := 0; i < r.NumParts(); i++ {
+		b, f, off, n := r.PartAt(i)
+		for len(b) > 0 {
+			if len(buf) == cap(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			k := copy(buf[len(buf):cap(buf)], b)
+			buf, b = buf[:len(buf)+k], b[k:]
+		}
+		if b != nil || f == nil {
+			continue
+		}
+		for n > 0 {
+			if len(buf) == cap(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			k := min(n, int64(cap(buf)-len(buf)))
+			got, err := f.ReadAt(buf[len(buf):len(buf)+int(k)], off)
+			if int64(got) < k {
+				return fmt.Errorf("netpoll: reading file region for TLS: %w", errors.Join(err, errShortFile))
+			}
+			buf, off, n = buf[:len(buf)+int(k)], off+k, n-k
+		}
+	}
+	return flush()
+}
+
+// sealedReply is one reply's ciphertext.
+type sealedReply struct {
+	t     *tlsLayer
+	b     []byte
+	close bool
+}
+
+func (s *sealedReply) NumParts() int { return 1 }
+func (s *sealedReply) PartAt(int) ([]byte, *os.File, int64, int64) {
+	return s.b, nil, 0, 0
+}
+func (s *sealedReply) ShouldClose() bool { return s.close }
+
+// Release hands the ciphertext buffer back for the next reply.
+func (s *sealedReply) Release() {
+	if cap(s.b) <= maxKeptCiphertext {
+		s.t.spare = s.b[:0]
+	}
+	s.b = nil
+}
+
+// handshake runs a TLS server handshake on a goroutine of its own, bounded
+// by lo.HandshakeTimeout. The returned connection reads and writes the
+// socket until detach moves it onto an event loop.
+func handshake(nc net.Conn, lo *ListenerOptions) (*tls.Conn, *memConn, error) {
+	mc := &memConn{sock: nc, local: nc.LocalAddr(), remote: nc.RemoteAddr()}
+	tc := tls.Server(mc, lo.TLS)
+	if err := nc.SetDeadline(time.Now().Add(lo.HandshakeTimeout)); err != nil {
+		return nil, nil, err
+	}
+	if err := tc.Handshake(); err != nil {
+		return nil, nil, err
+	}
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		return nil, nil, err
+	}
+	return tc, mc, nil
+}
+
+// serveTLS accepts on ln and runs each connection's handshake on its own
+// goroutine (at most lo.MaxHandshakes at once); ready gets the connections
+// whose handshake finished. It returns when ln is closed.
+func serveTLS(ln net.Listener, lo ListenerOptions, opts *Options, closing func() bool, ready func(net.Conn, *tls.Conn, *memConn)) error {
+	lo.defaults()
+	sem := make(chan struct{}, lo.MaxHandshakes)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if closing() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			tc, mc, err := handshake(nc, &lo)
+			if err != nil {
+				opts.Logger.Debug("TLS handshake failed", "listener", lo.Name, "remote", nc.RemoteAddr(), "err", err)
+				nc.Close()
+				return
+			}
+			if closing() {
+				nc.Close()
+				return
+			}
+			ready(nc, tc, mc)
+		}()
+	}
+}
