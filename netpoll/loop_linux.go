@@ -45,7 +45,7 @@ type loopServer struct {
 
 	tlsNext atomic.Uint32 // round-robin of TLS connections over the loops
 	closing atomic.Bool   // Shutdown started: stop accepting, drain
-	forced  atomic.Bool // Shutdown's context ended: drop everything now
+	forced  atomic.Bool   // Shutdown's context ended: drop everything now
 	done    chan struct{}
 
 	mu struct {

@@ -129,9 +129,9 @@ type tlsLayer struct {
 	tc    *tls.Conn
 	mc    *memConn
 	state tls.ConnectionState
-	spare []byte       // the other ciphertext buffer (double buffering)
-	reply sealedReply  // the one sealed reply in flight
-	plain *[]byte      // staging for plaintext, pooled while sealing
+	spare []byte      // the other ciphertext buffer (double buffering)
+	reply sealedReply // the one sealed reply in flight
+	plain *[]byte     // staging for plaintext, pooled while sealing
 }
 
 // sealChunk is how much plaintext is staged before it is encrypted: a file
