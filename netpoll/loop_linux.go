@@ -411,6 +411,7 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 		info.TLS = &t.state
 	}
 	c.h = b.srv.h.Open(info)
+	c.dl, _ = c.h.(Deadliner)
 	return c
 }
 
@@ -486,6 +487,9 @@ func (b *loopBase) tick(closeConn func(*conn)) {
 		case c.out.r == nil && c.phase.Load() == phaseIdle && b.now-c.lastActive > idle:
 			b.srv.opts.Logger.Debug("closing idle connection", "fd", c.fd)
 			closeConn(c)
+		case c.dl != nil && c.out.r == nil && c.phase.Load() == phaseIdle && pastDeadline(c.dl, b.now):
+			b.srv.opts.Logger.Debug("closing connection past its handler's deadline", "fd", c.fd)
+			closeConn(c)
 		}
 	}
 }
@@ -539,6 +543,11 @@ func (b *loopBase) takeReplies(fn func(*conn, Reply)) {
 	}
 }
 
+func pastDeadline(d Deadliner, now int64) bool {
+	t := d.Deadline()
+	return t != 0 && now > t
+}
+
 // peerAddr is the remote address of a connected socket.
 func peerAddr(fd int) net.Addr {
 	sa, err := unix.Getpeername(fd)
@@ -573,6 +582,7 @@ type conn struct {
 	gen     uint32 // tells a reused slot from its previous connection
 	loop    *loopBase
 	h       ConnHandler
+	dl      Deadliner // c.h, when it has deadlines
 	replyFn func(Reply) // c.deliver, bound once
 
 	// Shared with the goroutine that replies.

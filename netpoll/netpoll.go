@@ -120,6 +120,15 @@ type ConnHandler interface {
 	Closed()
 }
 
+// Deadliner is an optional ConnHandler interface: a connection with no
+// request in flight is closed once the time Deadline returns has passed
+// (Unix nanoseconds; 0 for none). A SASL listener closes connections that
+// have not authenticated in time, or whose session expired, with it.
+// Deadline is called from the connection's loop or goroutine.
+type Deadliner interface {
+	Deadline() int64
+}
+
 // Options bound what a connection may cost.
 type Options struct {
 	// MaxFrame is the largest request accepted (socket.request.max.bytes);

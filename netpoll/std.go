@@ -177,9 +177,16 @@ func (c *stdConn) serve() {
 		info.TLS, in = &st, c.tc
 	}
 	h := c.srv.h.Open(info)
+	dl, _ := h.(Deadliner)
 	defer c.finish(h)
 	for {
-		if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout)); err != nil {
+		until := time.Now().Add(c.srv.opts.IdleTimeout)
+		if dl != nil {
+			if t := dl.Deadline(); t != 0 && t < until.UnixNano() {
+				until = time.Unix(0, t)
+			}
+		}
+		if err := c.nc.SetReadDeadline(until); err != nil {
 			return
 		}
 		frame, err := readFrame(in, c.hdr[:], c.srv.opts.MaxFrame)
