@@ -29,8 +29,8 @@ type Config struct {
 	listenersRaw   string
 	advertisedRaw  string
 	protocolMapRaw string
-	DataDir   string
-	ClusterID string // generated and stored in meta.properties when empty
+	DataDir        string
+	ClusterID      string // generated and stored in meta.properties when empty
 
 	NumPartitions         int32 // num.partitions for auto-created topics
 	AutoCreateTopics      bool  // auto.create.topics.enable

@@ -582,7 +582,7 @@ type conn struct {
 	gen     uint32 // tells a reused slot from its previous connection
 	loop    *loopBase
 	h       ConnHandler
-	dl      Deadliner // c.h, when it has deadlines
+	dl      Deadliner   // c.h, when it has deadlines
 	replyFn func(Reply) // c.deliver, bound once
 
 	// Shared with the goroutine that replies.

@@ -31,7 +31,7 @@ import (
 type listenerSec struct {
 	engine.Listener
 	ln     net.Listener
-	tls    *tls.Config             // SSL, SASL_SSL
+	tls    *tls.Config              // SSL, SASL_SSL
 	mapper *tlsconf.PrincipalMapper // SSL: principal from the client certificate
 	// SASL listeners.
 	mechs       []sasl.Mechanism
