@@ -69,7 +69,9 @@ func (p *testPKI) write(t testing.TB, name string, data []byte) string {
 	return path
 }
 
-func pemOf(typ string, der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}) }
+func pemOf(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
 
 func newCert(t testing.TB, cn string, signer *ecdsa.PrivateKey, parent *x509.Certificate, ca bool) (*ecdsa.PrivateKey, *x509.Certificate) {
 	t.Helper()

@@ -131,7 +131,9 @@ func TestSASLSSLScramSHA512(t *testing.T) {
 				t.Fatalf("describe: %+v %v", described, err)
 			}
 			addr := tb.ListenerAddr("SASL_SSL")
-			auth := func(user, pass string) kgo.Opt { return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()) }
+			auth := func(user, pass string) kgo.Opt {
+				return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())
+			}
 			secure := []kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTLSConfig(pki.clientTLS(false))}
 
 			roundTrip(t, "scram-topic", 20, append(secure, auth("alice", "alice-secret"))...)
