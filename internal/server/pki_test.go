@@ -116,3 +116,5 @@ func (p *testPKI) clientTLS(withCert bool) *tls.Config {
 	}
 	return c
 }
+
+func x509MarshalPKCS8(key any) ([]byte, error) { return x509.MarshalPKCS8PrivateKey(key) }
