@@ -237,6 +237,9 @@ func (l *epollLoop) drive(c *conn) {
 			if !l.flush(c) {
 				return
 			}
+			if c.refillTLS() {
+				continue // the next chunk of a reply sealed for TLS
+			}
 			if c.wroteReply() {
 				l.closeConn(c)
 				return

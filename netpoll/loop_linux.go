@@ -702,6 +702,16 @@ func (c *conn) replied(r Reply) {
 	}
 }
 
+// refillTLS moves a TLS reply whose current chunk is out to its next one
+// (tls.go); false when there is none.
+func (c *conn) refillTLS() bool {
+	if c.tls == nil || c.out.r != Reply(&c.tls.reply) || !c.tls.reply.refill() {
+		return false
+	}
+	c.out.start(c.out.r)
+	return true
+}
+
 // wroteReply finishes a reply whose parts are all out; it reports whether
 // the connection must now close.
 func (c *conn) wroteReply() bool {

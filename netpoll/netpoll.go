@@ -78,12 +78,14 @@
 // socket only when no whole record is buffered, so backpressure is as for
 // plaintext. A reply is sealed before it is written: byte parts and file
 // regions are staged into 256 KiB of plaintext (file regions read with
-// pread: sendfile cannot encrypt, as in Kafka), encrypted, and the whole
-// reply's ciphertext goes out as one byte part through the backend's usual
-// write path. The cost: a copy and an encryption of every byte, user-space
-// reads of record bytes, the reply's ciphertext held in memory until it is
-// written (buffers up to 1 MiB are kept for the next reply), recv never
-// straight into a frame body, and no recv linked behind a send on uring.
+// pread: sendfile cannot encrypt, as in Kafka), encrypted, and that chunk's
+// ciphertext goes out as one byte part through the backend's usual write
+// path; the next chunk is sealed when it is out. The cost: a copy and an encryption of every byte, user-space
+// reads of record bytes, one chunk of ciphertext held per connection while
+// it is written (sealed 256 KiB at a time, so a 50 MiB fetch never sits in
+// memory whole; buffers up to 1 MiB are kept for the next reply), a 256
+// KiB staging buffer per reply in flight, recv never straight into a frame
+// body, and no recv linked behind a send on uring.
 // Kernel TLS would keep sendfile; it is not built (no tls module here).
 package netpoll
 

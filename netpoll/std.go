@@ -160,7 +160,6 @@ type stdConn struct {
 
 	listener string
 	tc       *tls.Conn // TLS listeners: reads and writes go through it
-	plain    *[]byte   // sealTo's staging buffer
 }
 
 func (c *stdConn) deliver(r Reply) { c.replies <- r }
@@ -240,7 +239,7 @@ func (c *stdConn) write(r Reply) error {
 		return err
 	}
 	if c.tc != nil {
-		return sealTo(c.tc, r, &c.plain)
+		return sealTo(c.tc, r)
 	}
 	c.out.start(r)
 	defer func() { c.out = outState{} }()

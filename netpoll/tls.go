@@ -167,87 +167,134 @@ func (t *tlsLayer) pull(fr *frameReader) (*[]byte, error) {
 	}
 }
 
-// seal encrypts a reply's parts (file regions read in sealChunk pieces)
-// and returns a reply of the ciphertext, which keeps r's ShouldClose and
-// releases r at once. Ciphertext the connection wrote on its own (a key
-// update answer) goes out ahead of it.
+// seal starts sending r over TLS: it returns a reply holding r's first
+// ciphertext chunk (up to sealChunk of plaintext, file regions read with
+// pread); refill moves it to the next chunk once that one is written, so a
+// connection holds at most one chunk of ciphertext whatever the reply's
+// size. Ciphertext the connection wrote on its own (a key update answer)
+// goes out ahead of it.
 func (t *tlsLayer) seal(r Reply) Reply {
-	closeAfter := r.ShouldClose()
-	err := sealTo(t.tc, r, &t.plain)
-	r.Release()
-	ct := t.mc.out
-	t.mc.out = t.spare[:0]
-	t.spare = nil
-	t.reply = sealedReply{t: t, b: ct, close: closeAfter || err != nil}
+	t.reply = sealedReply{t: t, r: r, n: r.NumParts()}
+	t.reply.fill()
 	return &t.reply
 }
 
-// sealTo writes a reply's plaintext to w in large writes: byte parts are
-// coalesced with the file regions read after them.
-func sealTo(w io.Writer, r Reply, plain **[]byte) error {
-	if *plain == nil {
-		*plain = getFrame(sealChunk)
-	}
-	defer func() { putFrame(*plain); *plain = nil }()
-	buf := (**plain)[:0]
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		_, err := w.Write(buf)
-		buf = buf[:0]
-		return err
-	}
-	for i := 0; i < r.NumParts(); i++ {
-		b, f, off, n := r.PartAt(i)
-		for len(b) > 0 {
-			if len(buf) == cap(buf) {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			k := copy(buf[len(buf):cap(buf)], b)
-			buf, b = buf[:len(buf)+k], b[k:]
-		}
-		if b != nil || f == nil {
-			continue
-		}
-		for n > 0 {
-			if len(buf) == cap(buf) {
-				if err := flush(); err != nil {
-					return err
-				}
-			}
-			k := min(n, int64(cap(buf)-len(buf)))
-			got, err := f.ReadAt(buf[len(buf):len(buf)+int(k)], off)
-			if int64(got) < k {
-				return fmt.Errorf("netpoll: reading file region for TLS: %w", errors.Join(err, errShortFile))
-			}
-			buf, off, n = buf[:len(buf)+int(k)], off+k, n-k
-		}
-	}
-	return flush()
+// sealedReply is a reply being sent over TLS, one chunk at a time.
+type sealedReply struct {
+	t    *tlsLayer
+	r    Reply  // the plaintext reply; released with the last chunk
+	n    int    // r's parts
+	part int    // the next plaintext to seal: part, and offset in it
+	off  int64  //
+	b    []byte // the current chunk's ciphertext
+	err  error  // sticky: a failed read ends the reply and the connection
 }
 
-// sealedReply is one reply's ciphertext.
-type sealedReply struct {
-	t     *tlsLayer
-	b     []byte
-	close bool
+// fill seals the next chunk into b.
+func (s *sealedReply) fill() {
+	t := s.t
+	if buf := s.stage(); len(buf) > 0 && s.err == nil {
+		_, s.err = t.tc.Write(buf) // into t.mc.out
+	}
+	s.b = t.mc.out
+	t.mc.out = t.spare[:0]
+	t.spare = nil
+}
+
+// stage gathers the next chunk of plaintext (up to sealChunk) into the
+// staging buffer, which it returns to the pool after the last chunk.
+func (s *sealedReply) stage() []byte {
+	t := s.t
+	if t.plain == nil {
+		t.plain = getFrame(sealChunk)
+	}
+	buf := (*t.plain)[:0]
+	for s.part < s.n && len(buf) < cap(buf) && s.err == nil {
+		b, f, foff, size := s.r.PartAt(s.part)
+		if b == nil && f == nil {
+			s.part, s.off = s.part+1, 0
+			continue
+		}
+		var k int64
+		if b != nil {
+			k, size = int64(copy(buf[len(buf):cap(buf)], b[s.off:])), int64(len(b))
+		} else {
+			k = min(size-s.off, int64(cap(buf)-len(buf)))
+			got, err := f.ReadAt(buf[len(buf):len(buf)+int(k)], foff+s.off)
+			if int64(got) < k {
+				s.err = fmt.Errorf("netpoll: reading file region for TLS: %w", errors.Join(err, errShortFile))
+				break
+			}
+		}
+		buf, s.off = buf[:len(buf)+int(k)], s.off+k
+		if s.off == size {
+			s.part, s.off = s.part+1, 0
+		}
+	}
+	return buf
+}
+
+// more reports whether chunks are left after the current one.
+func (s *sealedReply) more() bool { return s.part < s.n && s.err == nil }
+
+// refill moves to the next chunk once the current one is written; false
+// when the reply is done.
+func (s *sealedReply) refill() bool {
+	if !s.more() {
+		return false
+	}
+	s.recycle()
+	s.fill()
+	return true
+}
+
+func (s *sealedReply) recycle() {
+	if cap(s.b) <= maxKeptCiphertext {
+		s.t.spare = s.b[:0]
+	}
+	s.b = nil
 }
 
 func (s *sealedReply) NumParts() int { return 1 }
 func (s *sealedReply) PartAt(int) ([]byte, *os.File, int64, int64) {
 	return s.b, nil, 0, 0
 }
-func (s *sealedReply) ShouldClose() bool { return s.close }
+func (s *sealedReply) ShouldClose() bool { return s.err != nil || s.r.ShouldClose() }
 
-// Release hands the ciphertext buffer back for the next reply.
+// Release ends the reply (written or dropped) and releases the plaintext
+// reply.
 func (s *sealedReply) Release() {
-	if cap(s.b) <= maxKeptCiphertext {
-		s.t.spare = s.b[:0]
+	s.recycle()
+	if s.t.plain != nil {
+		putFrame(s.t.plain)
+		s.t.plain = nil
 	}
-	s.b = nil
+	if s.r != nil {
+		s.r.Release()
+		s.r = nil
+	}
+}
+
+// sealTo writes a reply's plaintext to w (the std backend's TLS
+// connection) in chunks of sealChunk: byte parts are coalesced with the
+// file regions read after them.
+func sealTo(w io.Writer, r Reply) error {
+	s := sealedReply{t: &tlsLayer{}, r: r, n: r.NumParts()}
+	defer func() {
+		if s.t.plain != nil {
+			putFrame(s.t.plain)
+		}
+	}()
+	for s.more() {
+		buf := s.stage()
+		if s.err != nil {
+			return s.err
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // handshake runs a TLS server handshake on a goroutine of its own, bounded

@@ -228,3 +228,60 @@ func clientHelloBytes(t *testing.T) []byte {
 	}
 	return buf[:n]
 }
+
+// TestSealChunksBounded seals a 5 MiB file-region reply on the loop side
+// and checks that no chunk of ciphertext exceeds one sealChunk of
+// plaintext (plus record overhead), and that the client decrypts exactly
+// the reply.
+func TestSealChunksBounded(t *testing.T) {
+	cert, pool := testCert(t, "broker")
+	srvRaw, cliRaw := net.Pipe()
+	defer srvRaw.Close()
+	defer cliRaw.Close()
+	mc := &memConn{sock: srvRaw}
+	srv := tls.Server(mc, &tls.Config{Certificates: []tls.Certificate{cert}})
+	cli := tls.Client(cliRaw, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	errs := make(chan error, 1)
+	go func() { errs <- cli.Handshake() }()
+	if err := srv.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	mc.sock = nil
+	layer := &tlsLayer{tc: srv, mc: mc}
+
+	data := make([]byte, 5<<20)
+	rand.Read(data)
+	path := filepath.Join(t.TempDir(), "seg")
+	os.WriteFile(path, data, 0o644)
+	f, _ := os.Open(path)
+	defer f.Close()
+	reply := layer.seal(&testReply{parts: []testPart{{b: []byte("head")}, {f: f, off: 0, len: int64(len(data))}, {b: []byte("tail")}}})
+	want := append(append([]byte("head"), data...), "tail"...)
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, len(want))
+		io.ReadFull(cli, buf)
+		got <- buf
+	}()
+	chunks := 0
+	for {
+		b, _, _, _ := reply.PartAt(0)
+		if len(b) > sealChunk+sealChunk/50 {
+			t.Fatalf("a chunk of %d bytes of ciphertext", len(b))
+		}
+		if _, err := srvRaw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		chunks++
+		if !layer.reply.refill() {
+			break
+		}
+	}
+	reply.Release()
+	if !bytes.Equal(<-got, want) || chunks < 20 {
+		t.Fatalf("decrypted reply differs, or too few chunks (%d)", chunks)
+	}
+}

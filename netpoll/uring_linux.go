@@ -434,6 +434,9 @@ func (l *uringLoop) drive(c *conn) {
 			if c.sendBusy || c.pollBusy || !l.flush(c) {
 				return
 			}
+			if c.refillTLS() {
+				continue // the next chunk of a reply sealed for TLS
+			}
 			if c.wroteReply() {
 				l.closeConn(c)
 				return
