@@ -68,25 +68,25 @@
 // backend (tls.go). crypto/tls cannot resume a handshake that would block,
 // so a goroutine accepts and runs each handshake on the blocking socket
 // (bounded in time and in how many run at once); the handler never sees a
-// connection whose handshake failed. On the event-loop backends the
-// finished connection then moves to a loop: its tls.Conn sits on memConn,
-// an in-memory net.Conn whose reads return the ciphertext the loop
-// received (and a temporary "would block" error when it runs out, which
-// crypto/tls keeps partial records across) and whose writes collect
-// ciphertext. The loop decrypts straight into the frame being assembled,
-// leaving plaintext past it inside the tls.Conn (no stash), and reads the
-// socket only when no whole record is buffered, so backpressure is as for
-// plaintext. A reply is sealed before it is written: byte parts and file
-// regions are staged into 256 KiB of plaintext (file regions read with
-// pread: sendfile cannot encrypt, as in Kafka), encrypted, and that chunk's
-// ciphertext goes out as one byte part through the backend's usual write
-// path; the next chunk is sealed when it is out. The cost: a copy and an encryption of every byte, user-space
-// reads of record bytes, one chunk of ciphertext held per connection while
-// it is written (sealed 256 KiB at a time, so a 50 MiB fetch never sits in
-// memory whole; buffers up to 1 MiB are kept for the next reply), a 256
-// KiB staging buffer per reply in flight, recv never straight into a frame
-// body, and no recv linked behind a send on uring.
-// Kernel TLS would keep sendfile; it is not built (no tls module here).
+// connection whose handshake failed. On the event-loop backends the finished
+// connection then moves to a loop: its tls.Conn sits on memConn, an in-
+// memory net.Conn whose reads return the ciphertext the loop received (and a
+// temporary "would block" error when it runs out, which crypto/tls keeps
+// partial records across) and whose writes collect ciphertext. The loop
+// decrypts straight into the frame being assembled, leaving plaintext past
+// it inside the tls.Conn (no stash), and reads the socket only when no whole
+// record is buffered, so backpressure is as for plaintext. A reply is sealed
+// before it is written: byte parts and file regions are staged into 256 KiB
+// of plaintext (file regions read with pread: sendfile cannot encrypt, as in
+// Kafka), encrypted, and that chunk's ciphertext goes out as one byte part
+// through the backend's usual write path; the next chunk is sealed when it
+// is out. The cost: a copy and an encryption of every byte, user-space reads
+// of record bytes, one chunk of ciphertext held per connection while it is
+// written (sealed 256 KiB at a time, so a 50 MiB fetch never sits in memory
+// whole; buffers up to 1 MiB are kept for the next reply), a 256 KiB staging
+// buffer per reply in flight, recv never straight into a frame body, and no
+// recv linked behind a send on uring. Kernel TLS would keep sendfile; it is
+// not built (no tls module here).
 package netpoll
 
 import (
