@@ -265,9 +265,13 @@ func ParseJWKS(data []byte) (*JWKS, error) {
 			if curve == nil || err1 != nil || err2 != nil {
 				return nil, fmt.Errorf("JWKS: bad EC key %q", k.Kid)
 			}
-			ek := &ecdsa.PublicKey{Curve: curve, X: new(big.Int).SetBytes(x), Y: new(big.Int).SetBytes(y)}
-			if !curve.IsOnCurve(ek.X, ek.Y) {
-				return nil, fmt.Errorf("JWKS: EC key %q is not on its curve", k.Kid)
+			size := (curve.Params().BitSize + 7) / 8
+			if len(x) != size || len(y) != size {
+				return nil, fmt.Errorf("JWKS: EC key %q has coordinates of the wrong size", k.Kid)
+			}
+			ek, err := ecdsa.ParseUncompressedPublicKey(curve, append(append([]byte{4}, x...), y...))
+			if err != nil {
+				return nil, fmt.Errorf("JWKS: EC key %q: %w", k.Kid, err)
 			}
 			pub = ek
 		default:
