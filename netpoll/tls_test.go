@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -170,6 +171,7 @@ func TestTLSGarbageAndHalfHandshakes(t *testing.T) {
 		}
 		fx := startTLSServer(t, backend, echo, ListenerOptions{HandshakeTimeout: 300 * time.Millisecond})
 		hello := clientHelloBytes(t)
+		before := runtime.NumGoroutine()
 		bad := [][]byte{
 			[]byte("\x00\x00\x00\x0aGET / HTTP/1.1\r\n\r\n"),
 			bytes.Repeat([]byte{0x16, 0x03, 0x01, 0xff, 0xff}, 100),
@@ -205,6 +207,14 @@ func TestTLSGarbageAndHalfHandshakes(t *testing.T) {
 		defer fx.mu.Unlock()
 		if len(fx.infos) != 1 {
 			t.Fatalf("%d connections reached the handler, want only the good one", len(fx.infos))
+		}
+		// The handshake goroutines of the bad clients are gone: nothing
+		// leaks but the good connection's own (std: one goroutine).
+		for i := 0; runtime.NumGoroutine() > before+1; i++ {
+			if i == 200 {
+				t.Fatalf("%d goroutines, %d before the bad clients", runtime.NumGoroutine(), before)
+			}
+			time.Sleep(25 * time.Millisecond)
 		}
 	})
 }
