@@ -44,7 +44,9 @@ func set(kv ...string) func(*engine.Config) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t *testing.T) context.Context { return ctxB(t) }
+
+func ctxB(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
