@@ -261,6 +261,9 @@ func (c *Config) BrokerListeners() ([]Listener, error) {
 		}
 		ls[i].Protocol = proto
 	}
+	if v := c.Security["security.inter.broker.protocol"]; v != "" && !strings.EqualFold(v, ProtocolPlaintext) {
+		return nil, fmt.Errorf("security.inter.broker.protocol=%s: brokers talk to each other in PLAINTEXT only", v)
+	}
 	if c.ClusterMode() {
 		if ls[p].Name != strings.ToUpper(c.InterBrokerListenerName) && len(ls) > 1 {
 			return nil, fmt.Errorf("inter.broker.listener.name=%s names no listener", c.InterBrokerListenerName)
@@ -284,7 +287,8 @@ func IsSecurityKey(k string) bool {
 		}
 	}
 	return strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "sasl.") ||
-		k == "connections.max.reauth.ms" || strings.HasPrefix(k, "sluice.sasl.")
+		k == "connections.max.reauth.ms" || strings.HasPrefix(k, "sluice.sasl.") ||
+		k == "security.inter.broker.protocol"
 }
 
 // setSecurity keeps a security key's value.

@@ -67,6 +67,11 @@ func TestListenersRefused(t *testing.T) {
 	if _, err := c.BrokerListeners(); err == nil {
 		t.Error("a TLS inter-broker listener was accepted in a cluster")
 	}
+	c = DefaultConfig()
+	c.ApplyProperties(strings.NewReader("security.inter.broker.protocol=SASL_SSL"))
+	if _, err := c.BrokerListeners(); err == nil {
+		t.Error("security.inter.broker.protocol=SASL_SSL was accepted")
+	}
 }
 
 // TestReadmeSecurityExample: the README's three-node SASL_SSL config is a
