@@ -124,7 +124,7 @@ func (m *memConn) SetWriteDeadline(t time.Time) error {
 
 // tlsLayer is a TLS connection's record layer on an event loop: ciphertext
 // in from the loop's reads (feed), request frames out (pull), replies
-// sealed into one byte slice of ciphertext (seal).
+// sealed into ciphertext a chunk at a time (seal, refill).
 type tlsLayer struct {
 	tc    *tls.Conn
 	mc    *memConn
@@ -299,7 +299,8 @@ func sealTo(w io.Writer, r Reply) error {
 
 // handshake runs a TLS server handshake on a goroutine of its own, bounded
 // by lo.HandshakeTimeout. The returned connection reads and writes the
-// socket until detach moves it onto an event loop.
+// socket until the connection moves onto an event loop (memConn.sock
+// cleared) or, on the std backend, for its whole life.
 func handshake(nc net.Conn, lo *ListenerOptions) (*tls.Conn, *memConn, error) {
 	mc := &memConn{sock: nc, local: nc.LocalAddr(), remote: nc.RemoteAddr()}
 	tc := tls.Server(mc, lo.TLS)
@@ -322,7 +323,16 @@ func serveTLS(ln net.Listener, lo ListenerOptions, opts *Options, closing func()
 	lo.defaults()
 	sem := make(chan struct{}, lo.MaxHandshakes)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	var mu sync.Mutex
+	shaking := map[net.Conn]struct{}{} // handshakes in progress, closed when the listener is
+	defer func() {
+		mu.Lock()
+		for nc := range shaking {
+			nc.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	}()
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -337,11 +347,17 @@ func serveTLS(ln net.Listener, lo ListenerOptions, opts *Options, closing func()
 			return err
 		}
 		sem <- struct{}{}
+		mu.Lock()
+		shaking[nc] = struct{}{}
+		mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			tc, mc, err := handshake(nc, &lo)
+			mu.Lock()
+			delete(shaking, nc)
+			mu.Unlock()
 			if err != nil {
 				opts.Logger.Debug("TLS handshake failed", "listener", lo.Name, "remote", nc.RemoteAddr(), "err", err)
 				nc.Close()

@@ -350,3 +350,39 @@ func BenchmarkFileRegionTLS(b *testing.B) {
 		})
 	}
 }
+
+// TestTLSShutdownClosesHandshakes: a client stuck mid-handshake does not
+// outlive the server's Shutdown (its handshake timeout is an hour here).
+func TestTLSShutdownClosesHandshakes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		cert, _ := testCert(t, "broker")
+		ln, err := Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(backend, echo, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() {
+			served <- s.ServeListener(ln, ListenerOptions{Name: "SSL", HandshakeTimeout: time.Hour,
+				TLS: &tls.Config{Certificates: []tls.Certificate{cert}}})
+		}()
+		c := dial(t, ln.Addr().String())
+		c.Write(clientHelloBytes(t)[:10]) // a record header and the start of a hello
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		// EOF, or a reset if Shutdown came before the accept: closed either way.
+		if _, err := io.Copy(io.Discard, c); err != nil && !isPeerGone(err) {
+			t.Fatalf("the half-handshaken client was not closed by Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
