@@ -49,9 +49,9 @@ func TestStores(t *testing.T) {
 	good := map[string]map[string]string{
 		"PEM inline": {"ssl.keystore.type": "PEM", "ssl.keystore.key": string(keyPEM), "ssl.keystore.certificate.chain": string(certPEM),
 			"ssl.truststore.type": "PEM", "ssl.truststore.certificates": string(certPEM), "ssl.client.auth": "requested"},
-		"PEM file":    {"ssl.keystore.type": "PEM", "ssl.keystore.location": pemFile},
-		"PKCS12":      {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": p12File, "ssl.keystore.password": "pw", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": tsFile, "ssl.truststore.password": "tpw", "ssl.client.auth": "required"},
-		"suites+1.2":  {"ssl.keystore.location": pemFile, "ssl.enabled.protocols": "TLSv1.2", "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256"},
+		"PEM file":   {"ssl.keystore.type": "PEM", "ssl.keystore.location": pemFile},
+		"PKCS12":     {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": p12File, "ssl.keystore.password": "pw", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": tsFile, "ssl.truststore.password": "tpw", "ssl.client.auth": "required"},
+		"suites+1.2": {"ssl.keystore.location": pemFile, "ssl.enabled.protocols": "TLSv1.2", "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256"},
 	}
 	for name, m := range good {
 		r, err := New(getter(m), slog.Default())
@@ -92,11 +92,11 @@ func TestMappingRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for dn, want := range map[string]string{
-		"CN=kafka-server1,OU=ServiceUsers,O=Org": "kafka-server1",
+		"CN=kafka-server1,OU=ServiceUsers,O=Org":                     "kafka-server1",
 		"CN=Duke,OU=JavaSoft,O=Sun,L=Santa Clara,ST=California,C=US": "duke@javasoft",
-		"cn=duke,ou=javasoft,dc=sun,dc=com":      "DUKE@JAVASOFT",
-		"OU=x,CN=svc/a.b":                        "SVC/A.B",
-		"O=nothing":                              "O=nothing",
+		"cn=duke,ou=javasoft,dc=sun,dc=com":                          "DUKE@JAVASOFT",
+		"OU=x,CN=svc/a.b":                                            "SVC/A.B",
+		"O=nothing":                                                  "O=nothing",
 	} {
 		if got := m.Name(dn); got != want {
 			t.Errorf("%q → %q, want %q", dn, got, want)
