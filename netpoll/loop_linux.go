@@ -412,6 +412,7 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 	}
 	c.h = b.srv.h.Open(info)
 	c.dl, _ = c.h.(Deadliner)
+	c.in.max = frameLimit(c.h, b.srv.opts.MaxFrame)
 	return c
 }
 
@@ -693,6 +694,7 @@ func (c *conn) serve(f *[]byte) bool {
 func (c *conn) replied(r Reply) {
 	putFrame(c.frame)
 	c.frame = nil
+	c.in.max = frameLimit(c.h, c.loop.srv.opts.MaxFrame)
 	c.phase.Store(phaseIdle)
 	if r != nil && c.tls != nil {
 		r = c.tls.seal(r)

@@ -131,6 +131,24 @@ type Deadliner interface {
 	Deadline() int64
 }
 
+// FrameLimiter is an optional ConnHandler interface: MaxFrame, when
+// positive and below Options.MaxFrame, bounds the connection's next
+// request (a SASL listener keeps unauthenticated peers to
+// sasl.server.max.receive.size). It is asked before each request.
+type FrameLimiter interface {
+	MaxFrame() int32
+}
+
+// frameLimit is the bound of h's next request.
+func frameLimit(h ConnHandler, max int32) int32 {
+	if fl, ok := h.(FrameLimiter); ok {
+		if n := fl.MaxFrame(); n > 0 && n < max {
+			return n
+		}
+	}
+	return max
+}
+
 // Options bound what a connection may cost.
 type Options struct {
 	// MaxFrame is the largest request accepted (socket.request.max.bytes);

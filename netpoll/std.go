@@ -188,7 +188,7 @@ func (c *stdConn) serve() {
 		if err := c.nc.SetReadDeadline(until); err != nil {
 			return
 		}
-		frame, err := readFrame(in, c.hdr[:], c.srv.opts.MaxFrame)
+		frame, err := readFrame(in, c.hdr[:], frameLimit(h, c.srv.opts.MaxFrame))
 		if err != nil {
 			c.logReadError(err)
 			return

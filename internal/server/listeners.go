@@ -38,6 +38,7 @@ type listenerSec struct {
 	mechNames   []string
 	reauth      time.Duration // connections.max.reauth.ms; 0 for none
 	authTimeout time.Duration // time to authenticate before being closed
+	maxReceive  int32         // sasl.server.max.receive.size: a request's bound until authenticated
 }
 
 func (l *listenerSec) isSASL() bool {
@@ -128,6 +129,14 @@ func (l *listenerSec) saslMechanisms(get tlsconf.Getter, b *engine.Broker, log *
 	}
 	if l.authTimeout, err = millisKey(get, "sluice.sasl.authentication.timeout.ms", 30000); err != nil {
 		return err
+	}
+	l.maxReceive = sasl.MaxMessage
+	if v := strings.TrimSpace(get("sasl.server.max.receive.size")); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1024 {
+			return fmt.Errorf("sasl.server.max.receive.size=%q: want bytes, at least 1024", v)
+		}
+		l.maxReceive = int32(n)
 	}
 	lookup := func(user, mech string) (sasl.ScramCredential, bool) {
 		c, ok := b.ScramCredential(user, sasl.ScramMechanismType(mech))

@@ -146,6 +146,23 @@ func TestSASLSSLScramSHA512(t *testing.T) {
 			mustFail(t, kerr.SaslAuthenticationFailed, append(secure, auth("bob", "bob-secret"))...)
 			roundTrip(t, "scram-topic-256", 1, append(secure, kgo.SASL(scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha256Mechanism()))...)
 
+			// Before authentication a request is bounded by
+			// sasl.server.max.receive.size (512 KiB), not
+			// socket.request.max.bytes: a 1 MiB size prefix closes the
+			// connection at once (the authentication timeout is 30 s).
+			big, err := tls.Dial("tcp", addr, pki.clientTLS(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			big.Write(binary.BigEndian.AppendUint32(nil, 1<<20))
+			big.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, big); err != nil && !isTimeout(err) {
+				t.Logf("closed with %v", err)
+			} else if isTimeout(err) {
+				t.Fatal("a 1 MiB frame before authentication was not refused")
+			}
+			big.Close()
+
 			if _, err := adm.AlterUserSCRAMs(ctxT(t), []kadm.DeleteSCRAM{{User: "alice", Mechanism: kadm.ScramSha512}}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -354,4 +371,9 @@ func (h authCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ t
 	if key == kmsg.SASLAuthenticate.Int16() && err == nil {
 		h.n.Add(1)
 	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

@@ -293,6 +293,16 @@ type authedConn struct{ *conn }
 
 func (c *authedConn) Deadline() int64 { return c.auth.Deadline() }
 
+// MaxFrame keeps requests before authentication to
+// sasl.server.max.receive.size (netpoll.FrameLimiter), so an
+// unauthenticated peer cannot make the broker take socket.request.max.bytes.
+func (c *authedConn) MaxFrame() int32 {
+	if c.auth.authenticated {
+		return 0
+	}
+	return c.auth.l.maxReceive
+}
+
 // complete converts the engine's answer: a nil *Response must become a nil
 // interface, not an interface holding a nil pointer.
 func (c *conn) complete(r *engine.Response) {
