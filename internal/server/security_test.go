@@ -57,11 +57,14 @@ func ctxB(t testing.TB) context.Context {
 func roundTrip(t *testing.T, topic string, n int, opts ...kgo.Opt) {
 	t.Helper()
 	ctx := ctxT(t)
-	prod, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
+	prod, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prod.Close()
+	if _, err := kadm.NewClient(prod).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		if err := prod.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("v", i))).FirstErr(); err != nil {
 			t.Fatalf("produce %d: %v", i, err)
@@ -207,6 +210,7 @@ func TestMutualTLS(t *testing.T) {
 			))
 			addr := tb.ListenerAddr("SECURE")
 			roundTrip(t, "mtls-topic", 10, kgo.SeedBrokers(addr), kgo.DialTLSConfig(pki.clientTLS(true)))
+			bulkOverTLS(t, "tls-bulk", kgo.SeedBrokers(addr), kgo.DialTLSConfig(pki.clientTLS(true)))
 			checkAdvertised(t, addr, kgo.SeedBrokers(addr), kgo.DialTLSConfig(pki.clientTLS(true)))
 
 			c, err := tls.Dial("tcp", addr, pki.clientTLS(false))
@@ -376,4 +380,48 @@ func (h authCounter) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ t
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// bulkOverTLS produces 8 MiB in 4 KiB records and fetches them back in
+// large fetches, so that replies of many segment-file regions are sealed
+// in several chunks on the event loops.
+func bulkOverTLS(t *testing.T, topic string, opts ...kgo.Opt) {
+	t.Helper()
+	ctx := ctxT(t)
+	const n, size = 2048, 4096
+	prod, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := kadm.NewClient(prod).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		v := make([]byte, size)
+		binary.BigEndian.PutUint32(v, uint32(i))
+		prod.Produce(ctx, &kgo.Record{Value: v}, nil)
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(16<<20), kgo.FetchMaxPartitionBytes(16<<20))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if len(r.Value) != size || binary.BigEndian.Uint32(r.Value) != uint32(got) {
+				t.Fatalf("record %d differs", got)
+			}
+			got++
+		})
+	}
 }
