@@ -40,6 +40,7 @@ func (b *Broker) syncGroups(img metadata.Image) {
 			b.groups.UnloadPartition(idx)
 		}
 	}
+	b.syncShare(img)
 }
 
 // clusterCoordinator answers FindCoordinator for a group in a cluster:

@@ -23,7 +23,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
-		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
+		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, ShareStateTopicPartitions: 50, OffsetsRetention: 7 * 24 * time.Hour,
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 		// The cluster's keys, Kafka's defaults; without voters they change
 		// nothing of a single node.

@@ -1,0 +1,99 @@
+package engine
+
+// Share sessions (KIP-932): a member's ShareFetch and ShareAcknowledge
+// requests to one broker form a session, keyed by group and member.
+// Epoch 0 opens it (replacing an older one) with the partitions the
+// request names; each later request carries the next epoch (1, 2, …,
+// wrapping to 1) and adds partitions (Topics) or drops them
+// (ForgottenTopicsData); epoch -1 closes it, and every record the member
+// holds in its partitions is released. A request with another epoch is
+// INVALID_SHARE_SESSION_EPOCH, one without a session
+// SHARE_SESSION_NOT_FOUND.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-broker/sluice/engine/share"
+)
+
+type shareSessionKey struct{ group, member string }
+
+// shareTP is a partition of a share session.
+type shareTP struct {
+	topic     [16]byte
+	partition int32
+}
+
+type shareSession struct {
+	// next is the epoch the next request must carry (>= 1).
+	next  int32
+	parts map[shareTP]struct{}
+}
+
+// maxShareSessionPartitions bounds one session's partitions.
+const maxShareSessionPartitions = 10000
+
+// session runs the epoch rules for one request and returns the session's
+// partitions after it (nil when the request closes it).
+func (s *shareBroker) session(group, member string, epoch int32, add, forget []shareTP) ([]shareTP, int16) {
+	k := shareSessionKey{group, member}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess := s.mu.sessions[k]
+	switch {
+	case epoch == 0:
+		sess = &shareSession{next: 0, parts: map[shareTP]struct{}{}}
+		s.mu.sessions[k] = sess
+	case sess == nil:
+		return nil, kerr.ShareSessionNotFound.Code
+	case epoch == -1:
+		delete(s.mu.sessions, k)
+		return listTPs(sess.parts), 0
+	case epoch != sess.next:
+		return nil, kerr.InvalidShareSessionEpoch.Code
+	}
+	sess.next = nextShareEpoch(sess.next)
+	for _, tp := range forget {
+		delete(sess.parts, tp)
+	}
+	for _, tp := range add {
+		if len(sess.parts) >= maxShareSessionPartitions {
+			return nil, kerr.ShareSessionLimitReached.Code
+		}
+		sess.parts[tp] = struct{}{}
+	}
+	return listTPs(sess.parts), 0
+}
+
+func nextShareEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+func listTPs(m map[shareTP]struct{}) []shareTP {
+	out := make([]shareTP, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// releaseSession releases what member holds in the closed session's
+// partitions.
+func (s *shareBroker) releaseSession(group, member string, tps []shareTP) {
+	for _, tp := range tps {
+		s.mu.Lock()
+		sp := s.mu.parts[share.SPKey{Group: group, TopicID: tp.topic, Partition: tp.partition}]
+		s.mu.Unlock()
+		if sp == nil {
+			continue
+		}
+		sp.mu.Lock()
+		if sp.sp.ReleaseMember(member) > 0 {
+			sp.persist(s.states)
+		}
+		sp.mu.Unlock()
+	}
+}
