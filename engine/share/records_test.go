@@ -61,7 +61,7 @@ func TestSnapshotValueLayout(t *testing.T) {
 		0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, // snapshot, state, leader epochs
 		0, 0, 0, 0, 0, 0, 0, 3, // start offset
 		0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 5, // create, write timestamps
-		2,                      // one batch
+		2,                                                          // one batch
 		0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 4, 0, 6, 0, // first, last, state, count, tags
 		0, // tags
 	}

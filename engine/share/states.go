@@ -69,7 +69,9 @@ func NewStates(n int32, nowMs func() int64) *States {
 }
 
 // PartitionFor is the state partition of a share-partition.
-func (s *States) PartitionFor(k SPKey) int32 { return group.PartitionFor(k.CoordinatorKey(), s.partitions) }
+func (s *States) PartitionFor(k SPKey) int32 {
+	return group.PartitionFor(k.CoordinatorKey(), s.partitions)
+}
 
 // Partitions is the state topic's partition count.
 func (s *States) Partitions() int32 { return s.partitions }
