@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
 	"github.com/sluice-broker/sluice/engine/share"
@@ -483,4 +484,55 @@ func trimBatches(b []byte, first, last int64) []byte {
 		return nil
 	}
 	return b[start:end]
+}
+
+// ---- ListGroups and DeleteGroups ----
+
+const shareGroupType = "share"
+
+// listShareGroups adds the share groups ListGroups asks for (type
+// "share", protocol type "share" as Kafka lists them).
+func (b *Broker) listShareGroups(req *kmsg.ListGroupsRequest, resp *kmsg.ListGroupsResponse) {
+	if b.share == nil || !matchesFilter(req.TypesFilter, shareGroupType) {
+		return
+	}
+	for _, g := range b.share.groups.List() {
+		if matchesFilter(req.StatesFilter, g.State) {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Name, ProtocolType: shareGroupType, GroupState: g.State, GroupType: shareGroupType})
+		}
+	}
+}
+
+// deleteShareGroup deletes an empty share group and the state of its
+// share-partitions; handled is false when no share group has the name
+// (the classic coordinator answers then).
+func (b *Broker) deleteShareGroup(name string) (code int16, handled bool) {
+	if b.share == nil || !b.share.groups.Exists(name) {
+		return 0, false
+	}
+	if exists, empty := b.share.groups.IsEmpty(name); exists && !empty {
+		return kerr.NonEmptyGroup.Code, true
+	}
+	if code := b.share.deleteStates(name, nil); code != 0 {
+		return code, true
+	}
+	return b.share.groups.Delete(name), true
+}
+
+// deleteStates deletes the durable state of a group's share-partitions
+// (of the topics given, or all) and forgets them here.
+func (s *shareBroker) deleteStates(groupName string, topics map[[16]byte]bool) int16 {
+	if code := s.ensureStates(); code != 0 {
+		return code
+	}
+	match := func(k share.SPKey) bool { return k.Group == groupName && (topics == nil || topics[k.TopicID]) }
+	s.dropParts(match)
+	for _, k := range s.states.Keys(groupName) {
+		if match(k) {
+			if code := s.states.Delete(k); code != 0 {
+				return code
+			}
+		}
+	}
+	return 0
 }
