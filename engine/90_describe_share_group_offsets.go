@@ -21,7 +21,9 @@ import (
 	"github.com/sluice-broker/sluice/engine/share"
 )
 
-func init() { register(kmsg.DescribeShareGroupOffsets, 0, 1, (*Broker).handleDescribeShareGroupOffsets) }
+func init() {
+	register(kmsg.DescribeShareGroupOffsets, 0, 1, (*Broker).handleDescribeShareGroupOffsets)
+}
 
 func (b *Broker) handleDescribeShareGroupOffsets(r *Request) {
 	req := r.Msg.(*kmsg.DescribeShareGroupOffsetsRequest)
