@@ -243,3 +243,87 @@ func TestAdvanceStartDropsRecords(t *testing.T) {
 		t.Fatalf("past the end: SPSO %d SPEO %d", p.StartOffset(), p.EndOffset())
 	}
 }
+
+// FuzzPartition drives a share-partition with random acquisitions,
+// acknowledgements, releases and clock moves from three members and
+// checks Kafka's guarantees after every step: a record is held by at most
+// one member, never past its lock; an acknowledged or archived record is
+// never acquired again; the SPSO only moves forward; delivery counts stay
+// within the limit.
+func FuzzPartition(f *testing.F) {
+	f.Add([]byte{0, 10, 1, 2, 3, 0, 5, 4, 1, 2})
+	f.Add([]byte{0, 20, 0, 20, 3, 255, 0, 20, 2, 7, 1, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		cfg := PartitionConfig{LockDuration: 10 * time.Second, DeliveryLimit: 3, MaxRecordLocks: 16}
+		p := NewPartition(cfg, 0)
+		now := t0
+		settled := map[int64]bool{}
+		holder := map[int64]string{}
+		members := []string{"a", "b", "c"}
+		lastStart := int64(0)
+		for len(ops) >= 2 {
+			op, arg := ops[0], ops[1]
+			ops = ops[2:]
+			m := members[int(arg)%3]
+			switch op % 5 {
+			case 0: // acquire up to arg offsets past the SPSO
+				from, _ := p.NextFetchOffset(now)
+				for _, r := range p.Acquire(nil, m, now, from, p.StartOffset()+int64(arg%40), int(arg%7)+1) {
+					for off := r.First; off <= r.Last; off++ {
+						if settled[off] {
+							t.Fatalf("settled offset %d acquired again", off)
+						}
+						if h, held := holder[off]; held {
+							t.Fatalf("offset %d acquired by %s while %s holds it", off, m, h)
+						}
+						if r.Count > cfg.DeliveryLimit {
+							t.Fatalf("offset %d delivered %d times", off, r.Count)
+						}
+						holder[off] = m
+					}
+				}
+			case 1, 2: // acknowledge one offset with a type
+				off := p.StartOffset() + int64(arg%8)
+				typ := []int8{AckAccept, AckRelease, AckReject, AckGap}[int(op/5)%4]
+				held := holder[off] == m
+				if st, _ := p.State(off); st != Acquired {
+					held = false
+				}
+				code := p.Acknowledge(m, off, off, []int8{typ}, false, now)
+				if (code == 0) != held {
+					t.Fatalf("ack of %d by %s (holder %q): code %d", off, m, holder[off], code)
+				}
+				if code == 0 {
+					delete(holder, off)
+					if typ != AckRelease {
+						settled[off] = true
+					}
+				}
+			case 3: // time passes; expired locks lose their holder
+				now = now.Add(time.Duration(arg%12) * time.Second)
+				p.Expire(now)
+				for off := range holder {
+					if st, _ := p.State(off); st != Acquired {
+						delete(holder, off)
+					}
+				}
+			case 4: // a member leaves
+				p.ReleaseMember(m)
+				for off, h := range holder {
+					if h == m {
+						delete(holder, off)
+					}
+				}
+			}
+			if p.StartOffset() < lastStart {
+				t.Fatalf("SPSO moved back from %d to %d", lastStart, p.StartOffset())
+			}
+			lastStart = p.StartOffset()
+			for off := range holder {
+				if st, _ := p.State(off); st != Acquired {
+					t.Fatalf("offset %d: held by %s but state %d", off, holder[off], st)
+				}
+			}
+		}
+	})
+}
