@@ -536,3 +536,10 @@ func (s *shareBroker) deleteStates(groupName string, topics map[[16]byte]bool) i
 	}
 	return 0
 }
+
+// isShareGroup reports whether a share group holds the id: classic
+// JoinGroup and OffsetCommit refuse it, as Kafka's one group namespace
+// does.
+func (b *Broker) isShareGroup(name string) bool {
+	return b.share != nil && b.share.groups.Exists(name)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -162,5 +163,103 @@ func TestShareGroupRestartWithInFlightRecords(t *testing.T) {
 	}
 	if len(again) != 5 {
 		t.Fatalf("redelivered %v, want offsets 5-9", again)
+	}
+}
+
+// A share group's id is not a classic group's: JoinGroup is
+// INCONSISTENT_GROUP_PROTOCOL, OffsetCommit GROUP_ID_NOT_FOUND, and a
+// classic group's id is GROUP_ID_NOT_FOUND to ShareGroupHeartbeat.
+func TestShareGroupIDConflicts(t *testing.T) {
+	tb := startShareBroker(t)
+	cl := tb.Client(t)
+	ctx := context.Background()
+	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m1", []string{"q"}
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != 1 {
+		t.Fatalf("join share group: %v %+v", err, resp)
+	}
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "sg", "consumer", 10000, 10000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+	if resp, err := join.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("JoinGroup of a share group id: %v %+v", err, resp)
+	}
+	commit := kmsg.NewPtrOffsetCommitRequest()
+	commit.Group, commit.Generation = "sg", -1
+	commit.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "q", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	if resp, err := commit.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("OffsetCommit to a share group id: %v %+v", err, resp)
+	}
+	commit.Group = "classic"
+	if resp, err := commit.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetCommit to a new classic group: %v %+v", err, resp)
+	}
+	hb.GroupID = "classic"
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ShareGroupHeartbeat to a classic group id: %v %+v", err, resp)
+	}
+}
+
+// Share session epochs and acknowledgement errors, raw.
+func TestShareSessionsAndAckErrors(t *testing.T) {
+	tb := startShareBroker(t)
+	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
+	ctx := context.Background()
+	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, cl, "q", 5)
+	id := tb.Broker.Topic("q").ID
+	fetch := func(member string, epoch int32, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr(member), epoch
+		req.MaxRecords, req.MaxBytes = 100, 1<<20
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := fetch("a", 3); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("no session: %+v", r)
+	}
+	r := fetch("a", 0)
+	if len(r.Topics) == 0 {
+		t.Fatalf("a acquired nothing: %+v", r)
+	}
+	acq := r.Topics[0].Partitions[0].AcquiredRecords
+	if len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 4 || acq[0].DeliveryCount != 1 {
+		t.Fatalf("a acquired %+v", acq)
+	}
+	if r := fetch("a", 5); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("wrong epoch: %+v", r)
+	}
+	// b gets nothing while a holds the locks (a short wait).
+	if r := fetch("b", 0); len(r.Topics) != 0 && len(r.Topics[0].Partitions[0].AcquiredRecords) != 0 {
+		t.Fatalf("b acquired records a holds: %+v", r.Topics[0].Partitions[0])
+	}
+	// b cannot acknowledge a's records.
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("b"), 1
+	ack.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: id, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: 0,
+		AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}}}}}}
+	if resp, err := ack.RequestWith(ctx, cl); err != nil || resp.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("b acknowledging a's records: %v %+v", err, resp)
+	}
+	// a accepts 0-1 and releases 2-4 as it closes its session (no fetch).
+	r = fetch("a", -1, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1, 1, 2, 2, 2}})
+	if p := r.Topics[0].Partitions[0]; p.AcknowledgeErrorCode != 0 {
+		t.Fatalf("a's acknowledgement: %+v", p)
+	}
+	// The released records come back to b, delivered twice.
+	r = fetch("b", 2)
+	acq = r.Topics[0].Partitions[0].AcquiredRecords
+	if len(acq) != 1 || acq[0].FirstOffset != 2 || acq[0].LastOffset != 4 || acq[0].DeliveryCount != 2 {
+		t.Fatalf("b acquired %+v, want 2-4 delivered twice", acq)
 	}
 }
