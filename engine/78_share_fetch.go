@@ -66,7 +66,7 @@ func (b *Broker) handleShareFetch(r *Request) {
 			forget = append(forget, shareTP{t.TopicID, p})
 		}
 	}
-	tps, code := b.share.session(f.group, f.member, req.ShareSessionEpoch, add, forget)
+	tps, code := b.share.session(connID(r), f.group, f.member, req.ShareSessionEpoch, add, forget)
 	if code != 0 {
 		resp.ErrorCode = code
 		r.Respond(resp)

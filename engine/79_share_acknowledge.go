@@ -34,7 +34,7 @@ func (b *Broker) handleShareAcknowledge(r *Request) {
 	}
 	group, member := *req.GroupID, *req.MemberID
 	resp.AcquisitionLockTimeoutMillis = int32(b.sharePartitionConfig(group).LockDuration.Milliseconds())
-	tps, code := b.share.session(group, member, req.ShareSessionEpoch, nil, nil)
+	tps, code := b.share.session(connID(r), group, member, req.ShareSessionEpoch, nil, nil)
 	if code != 0 {
 		resp.ErrorCode = code
 		r.Respond(resp)

@@ -8,7 +8,9 @@ package engine
 // (ForgottenTopicsData); epoch -1 closes it, and every record the member
 // holds in its partitions is released. A request with another epoch is
 // INVALID_SHARE_SESSION_EPOCH, one without a session
-// SHARE_SESSION_NOT_FOUND.
+// SHARE_SESSION_NOT_FOUND. A session belongs to the connection that
+// opened it: when that connection closes the session closes with it, as
+// in Kafka (ConnectionClosed).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,6 +27,7 @@ type shareTP struct {
 }
 
 type shareSession struct {
+	conn uint64 // Session.ID of the connection that opened it
 	// next is the epoch the next request must carry (>= 1).
 	next  int32
 	parts map[shareTP]struct{}
@@ -35,14 +38,14 @@ const maxShareSessionPartitions = 10000
 
 // session runs the epoch rules for one request and returns the session's
 // partitions after it (nil when the request closes it).
-func (s *shareBroker) session(group, member string, epoch int32, add, forget []shareTP) ([]shareTP, int16) {
+func (s *shareBroker) session(conn uint64, group, member string, epoch int32, add, forget []shareTP) ([]shareTP, int16) {
 	k := shareSessionKey{group, member}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sess := s.mu.sessions[k]
 	switch {
 	case epoch == 0:
-		sess = &shareSession{next: 0, parts: map[shareTP]struct{}{}}
+		sess = &shareSession{conn: conn, next: 0, parts: map[shareTP]struct{}{}}
 		s.mu.sessions[k] = sess
 	case sess == nil:
 		return nil, kerr.ShareSessionNotFound.Code
@@ -96,4 +99,38 @@ func (s *shareBroker) releaseSession(group, member string, tps []shareTP) {
 		}
 		sp.mu.Unlock()
 	}
+}
+
+// ConnectionClosed closes the share sessions a closed connection opened,
+// releasing what their members hold. The network layer calls it once per
+// connection.
+func (b *Broker) ConnectionClosed(sess *Session) {
+	s := b.share
+	if s == nil || sess == nil {
+		return
+	}
+	type closedSession struct {
+		k   shareSessionKey
+		tps []shareTP
+	}
+	var closed []closedSession
+	s.mu.Lock()
+	for k, ss := range s.mu.sessions {
+		if ss.conn == sess.ID {
+			closed = append(closed, closedSession{k, listTPs(ss.parts)})
+			delete(s.mu.sessions, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range closed {
+		s.releaseSession(c.k.group, c.k.member, c.tps)
+	}
+}
+
+// connID is the request's connection (0 when it came without one).
+func connID(r *Request) uint64 {
+	if r.Session == nil {
+		return 0
+	}
+	return r.Session.ID
 }

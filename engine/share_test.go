@@ -263,3 +263,49 @@ func TestShareSessionsAndAckErrors(t *testing.T) {
 		t.Fatalf("b acquired %+v, want 2-4 delivered twice", acq)
 	}
 }
+
+// A closed connection closes its share sessions: what they held is
+// delivered to another member at once, not after the lock expires.
+func TestShareSessionClosedWithConnection(t *testing.T) {
+	tb := startShareBroker(t)
+	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
+	ctx := context.Background()
+	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, cl, "q", 3)
+	id := tb.Broker.Topic("q").ID
+	fetch := func(c *kgo.Client, member string) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID = kmsg.StringPtr("sg"), kmsg.StringPtr(member)
+		req.MaxRecords, req.MaxBytes = 100, 1<<20
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) == 0 {
+			return nil
+		}
+		return resp.Topics[0].Partitions[0].AcquiredRecords
+	}
+	first, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fetch(first, "a"); len(got) != 1 || got[0].LastOffset != 2 {
+		t.Fatalf("a acquired %+v", got)
+	}
+	first.Close()
+	var got []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	for range 100 { // the close reaches the broker asynchronously
+		if got = fetch(cl, "b"); len(got) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 2 || got[0].DeliveryCount != 2 {
+		t.Fatalf("after a's connection closed b acquired %+v", got)
+	}
+}
