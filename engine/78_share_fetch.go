@@ -251,7 +251,7 @@ func (b *Broker) shareAcknowledge(group, member string, tp shareTP, batches []ac
 			first = c
 		}
 	}
-	if c := sp.persist(b.share.states); c != 0 && first == 0 {
+	if c := sp.persist(b.share); c != 0 && first == 0 {
 		first = c
 	}
 	return first

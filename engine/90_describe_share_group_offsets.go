@@ -70,7 +70,7 @@ func (b *Broker) describeShareOffsets(g kmsg.DescribeShareGroupOffsetsRequestGro
 
 // shareOffsetOf fills in one partition's start offset and lag.
 func (b *Broker) shareOffsetOf(group string, id [16]byte, p int32, op *kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition) {
-	snap, found, code := b.share.states.Read(share.SPKey{Group: group, TopicID: id, Partition: p})
+	snap, found, code := b.share.readState(share.SPKey{Group: group, TopicID: id, Partition: p})
 	op.ErrorCode = code
 	if code != 0 || !found {
 		return

@@ -67,9 +67,9 @@ func (b *Broker) checkEmptyShareGroup(group string) int16 {
 // flight, at the next state epoch.
 func (s *shareBroker) resetState(k share.SPKey, start int64) int16 {
 	s.dropParts(func(o share.SPKey) bool { return o == k })
-	cur, _, code := s.states.Read(k)
+	cur, _, code := s.readState(k)
 	if code != 0 {
 		return code
 	}
-	return s.states.Write(k, share.SnapshotValue{StateEpoch: cur.StateEpoch + 1, LeaderEpoch: -1, StartOffset: start, DeliveryCompleteCount: 0})
+	return s.writeState(k, share.SnapshotValue{StateEpoch: cur.StateEpoch + 1, LeaderEpoch: -1, StartOffset: start, DeliveryCompleteCount: 0})
 }

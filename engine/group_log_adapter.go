@@ -56,7 +56,8 @@ func writesGroupLog(key int16) bool {
 	switch kmsg.Key(key) {
 	case kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
 		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit,
-		kmsg.ShareGroupHeartbeat, kmsg.ShareFetch, kmsg.ShareAcknowledge, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets:
+		kmsg.ShareGroupHeartbeat, kmsg.ShareFetch, kmsg.ShareAcknowledge, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets,
+		kmsg.InitializeShareGroupState, kmsg.WriteShareGroupState, kmsg.DeleteShareGroupState:
 		return true
 	}
 	return false

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,6 +44,9 @@ type shareBroker struct {
 	b      *Broker
 	groups *share.Groups
 	states *share.States
+	rpc    shareRPC // to other brokers' share coordinators (share_persister.go)
+	// creating is set while a cluster creates __share_group_state.
+	creating atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -63,6 +67,9 @@ type sharePart struct {
 	key   share.SPKey
 	sp    *share.Partition
 	epoch int32 // the state epoch it was loaded at
+	// leaderEpoch is the partition's leader epoch when it was loaded; a
+	// share-partition is loaded again under a new one.
+	leaderEpoch int32
 	// persisted is the last state written (start offset and batches), so
 	// only changes are written.
 	persistedStart int64
@@ -145,7 +152,14 @@ func (s *shareBroker) ensureStates() int16 {
 	b := s.b
 	if b.cluster != nil {
 		if b.image().Topic(shareStateTopic) == nil {
-			go b.shareStateTopic()
+			if s.creating.CompareAndSwap(false, true) {
+				go func() {
+					defer s.creating.Store(false)
+					if _, err := b.shareStateTopic(); err != nil {
+						b.log.Warn("cannot create the share state topic", "err", err)
+					}
+				}()
+			}
 			return kerr.CoordinatorNotAvailable.Code
 		}
 		return 0
@@ -268,8 +282,15 @@ func (b *Broker) shareRenewEnabled(groupName string) bool {
 // state from the share coordinator or initializing it at
 // share.auto.offset.reset.
 func (s *shareBroker) part(key share.SPKey, p *Partition) (*sharePart, int16) {
+	epoch := p.LeaderEpoch()
 	s.mu.Lock()
 	sp := s.mu.parts[key]
+	if sp != nil && sp.leaderEpoch != epoch {
+		// Leadership went away and came back: what is cached here may be
+		// older than what another leader wrote meanwhile.
+		delete(s.mu.parts, key)
+		sp = nil
+	}
 	s.mu.Unlock()
 	if sp != nil {
 		return sp, 0
@@ -278,17 +299,17 @@ func (s *shareBroker) part(key share.SPKey, p *Partition) (*sharePart, int16) {
 		return nil, code
 	}
 	cfg := s.b.sharePartitionConfig(key.Group)
-	snap, found, code := s.states.Read(key)
+	snap, found, code := s.readState(key)
 	if code != 0 {
 		return nil, code
 	}
-	sp = &sharePart{key: key}
+	sp = &sharePart{key: key, leaderEpoch: epoch}
 	if found {
 		sp.sp = share.RestorePartition(cfg, snap.StartOffset, snap.Batches)
 		sp.epoch = snap.StateEpoch
 	} else {
 		sp.sp = share.NewPartition(cfg, s.b.shareResetOffset(key.Group, p))
-		if code := sp.persist(s.states); code != 0 {
+		if code := sp.persist(s); code != 0 {
 			return nil, code
 		}
 	}
@@ -346,15 +367,15 @@ func parseISODuration(s string) (time.Duration, bool) {
 
 // persist writes the share-partition's state to the share coordinator if
 // it changed since the last write; sp.mu is held (or sp unpublished).
-func (sp *sharePart) persist(states *share.States) int16 {
+func (sp *sharePart) persist(s *shareBroker) int16 {
 	start, batches := sp.sp.Snapshot(nil)
 	if start == sp.persistedStart && equalBatches(batches, sp.persisted) && sp.persisted != nil {
 		return 0
 	}
 	_, settled := sp.sp.InFlight()
-	v := share.SnapshotValue{StateEpoch: sp.epoch, LeaderEpoch: -1, StartOffset: start,
+	v := share.SnapshotValue{StateEpoch: sp.epoch, LeaderEpoch: sp.leaderEpoch, StartOffset: start,
 		DeliveryCompleteCount: int32(settled), Batches: batches}
-	if code := states.Write(sp.key, v); code != 0 {
+	if code := s.writeState(sp.key, v); code != 0 {
 		return code
 	}
 	sp.persistedStart, sp.persisted = start, batches
@@ -394,7 +415,7 @@ func (s *shareBroker) memberGone(groupName, member string) {
 	for _, sp := range parts {
 		sp.mu.Lock()
 		if sp.sp.ReleaseMember(member) > 0 {
-			sp.persist(s.states)
+			sp.persist(s)
 		}
 		sp.mu.Unlock()
 	}
@@ -424,7 +445,7 @@ func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxByt
 	sp.sp.AdvanceStart(p.LogStartOffset())
 	from, ok := sp.sp.NextFetchOffset(now)
 	if !ok || from >= p.HighWatermark() {
-		sp.persist(s.states) // expired locks may have archived records
+		sp.persist(s) // expired locks may have archived records
 		return nil, nil, 0
 	}
 	reg, err := p.read(from, maxBytes, fetchHighWatermark)
@@ -529,7 +550,7 @@ func (s *shareBroker) deleteStates(groupName string, topics map[[16]byte]bool) i
 	s.dropParts(match)
 	for _, k := range s.states.Keys(groupName) {
 		if match(k) {
-			if code := s.states.Delete(k); code != 0 {
+			if code := s.deleteState(k); code != 0 {
 				return code
 			}
 		}
@@ -542,4 +563,10 @@ func (s *shareBroker) deleteStates(groupName string, topics map[[16]byte]bool) i
 // does.
 func (b *Broker) isShareGroup(name string) bool {
 	return b.share != nil && b.share.groups.Exists(name)
+}
+
+// close unloads the share groups and closes the persister's client.
+func (s *shareBroker) close() {
+	s.groups.Close()
+	s.rpc.close()
 }

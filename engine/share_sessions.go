@@ -95,7 +95,7 @@ func (s *shareBroker) releaseSession(group, member string, tps []shareTP) {
 		}
 		sp.mu.Lock()
 		if sp.sp.ReleaseMember(member) > 0 {
-			sp.persist(s.states)
+			sp.persist(s)
 		}
 		sp.mu.Unlock()
 	}
