@@ -13,8 +13,11 @@ package engine
 // their delivery counts; the client hands out only those. With nothing
 // acquired the request waits up to MaxWaitMillis for new records.
 //
-// Left out: read_committed share groups (share.isolation.level is read
-// as read_uncommitted), ShareAcquireMode record_limit (v2) is treated as
+// A read_committed group (share.isolation.level) acquires up to the last
+// stable offset and never delivers records of aborted transactions (they
+// are archived as they are acquired).
+//
+// Left out: ShareAcquireMode record_limit (v2) is treated as
 // batch_optimized with MaxRecords honoured exactly, and MinBytes beyond
 // "any record".
 
@@ -166,12 +169,13 @@ func (f *shareFetch) hasErrors() bool {
 // again and answers.
 func (f *shareFetch) park() {
 	var parts []*Partition
-	var hws []int64
+	var ends []int64
+	iso := f.b.shareIsolation(f.group)
 	for _, tp := range f.tps {
 		if t := f.b.TopicByID(tp.topic); t != nil {
 			if p := t.Partition(tp.partition); p != nil {
 				parts = append(parts, p)
-				hws = append(hws, p.HighWatermark())
+				ends = append(ends, p.fetchableOffset(iso))
 			}
 		}
 	}
@@ -180,13 +184,13 @@ func (f *shareFetch) park() {
 		f.acquire()
 		f.respond()
 	}
-	w, ok := f.b.waiters.park(parts, 0, 1, false, wait, answer)
+	w, ok := f.b.waiters.park(parts, 0, 1, f.b.shareIsolation(f.group), wait, answer)
 	if !ok {
 		answer()
 		return
 	}
 	for i, p := range parts {
-		if p.HighWatermark() != hws[i] {
+		if p.fetchableOffset(iso) != ends[i] {
 			w.complete()
 			return
 		}

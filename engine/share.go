@@ -34,6 +34,7 @@ import (
 	"github.com/sluice-broker/sluice/engine/share"
 	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/record"
+	"github.com/sluice-broker/sluice/storage"
 )
 
 // shareStateTopic is the share coordinator's internal topic.
@@ -437,18 +438,22 @@ func (s *shareBroker) dropParts(match func(share.SPKey) bool) {
 
 // acquire reads p from the share-partition's next fetch offset and
 // acquires what the read covers for member: the batches (trimmed to the
-// acquired offsets) and the ranges.
+// acquired offsets) and the ranges. A read_committed group
+// (share.isolation.level) reads to the last stable offset, and the
+// records of aborted transactions it acquired are archived at once, never
+// delivered.
 func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxBytes int32, maxRecords int) ([]byte, []share.Range, int16) {
+	iso := s.b.shareIsolation(sp.key.Group)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	now := time.Now()
 	sp.sp.AdvanceStart(p.LogStartOffset())
 	from, ok := sp.sp.NextFetchOffset(now)
-	if !ok || from >= p.HighWatermark() {
+	if !ok || from >= p.fetchableOffset(iso) {
 		sp.persist(s) // expired locks may have archived records
 		return nil, nil, 0
 	}
-	reg, err := p.read(from, maxBytes, fetchHighWatermark)
+	reg, err := p.read(from, maxBytes, iso)
 	if err != nil || reg.Len == 0 {
 		return nil, nil, ErrorCode(err)
 	}
@@ -459,10 +464,75 @@ func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxByt
 	}
 	lo, hi := batchSpan(buf)
 	ranges := sp.sp.Acquire(nil, member, now, max(lo, from), hi, maxRecords)
+	if iso == fetchTxnCommitted && len(ranges) > 0 {
+		ranges = s.archiveAborted(sp, p, member, buf, ranges, now)
+	}
 	if len(ranges) == 0 {
 		return nil, nil, 0
 	}
 	return trimBatches(buf, ranges[0].First, ranges[len(ranges)-1].Last), ranges, 0
+}
+
+// shareIsolation is how far a group's share-partitions read.
+func (b *Broker) shareIsolation(group string) fetchIsolation {
+	if b.GroupConfigs(group)["share.isolation.level"] == "read_committed" {
+		return fetchTxnCommitted
+	}
+	return fetchHighWatermark
+}
+
+// archiveAborted archives the acquired records of aborted transactions
+// in buf (member holds them: it rejects them in its place) and returns
+// the ranges without them.
+func (s *shareBroker) archiveAborted(sp *sharePart, p *Partition, member string, buf []byte, ranges []share.Range, now time.Time) []share.Range {
+	aborted := p.abortedTxns(nil, ranges[0].First, ranges[len(ranges)-1].Last+1)
+	if len(aborted) == 0 {
+		return ranges
+	}
+	for b := buf; len(b) >= record.HeaderLen; {
+		h, err := record.ParseHeader(b)
+		if err != nil || h.Size() > int64(len(b)) || h.Size() < record.HeaderLen {
+			break
+		}
+		b = b[h.Size():]
+		if !h.IsTransactional() || h.IsControl() || !inAborted(aborted, h.ProducerID, h.BaseOffset) {
+			continue
+		}
+		for _, r := range ranges {
+			first, last := max(r.First, h.BaseOffset), min(r.Last, h.LastOffset())
+			if first <= last {
+				sp.sp.Acknowledge(member, first, last, []int8{share.AckReject}, false, now)
+			}
+		}
+	}
+	return heldRanges(sp.sp, ranges)
+}
+
+func inAborted(aborted []storage.AbortedTxn, pid, offset int64) bool {
+	for _, t := range aborted {
+		if t.ProducerID == pid && offset >= t.FirstOffset && offset < t.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// heldRanges keeps the offsets of ranges still Acquired.
+func heldRanges(sp *share.Partition, ranges []share.Range) []share.Range {
+	var out []share.Range
+	for _, r := range ranges {
+		for off := r.First; off <= r.Last; off++ {
+			if st, _ := sp.State(off); st != share.Acquired {
+				continue
+			}
+			if n := len(out); n > 0 && out[n-1].Last == off-1 && out[n-1].Count == r.Count {
+				out[n-1].Last = off
+				continue
+			}
+			out = append(out, share.Range{First: off, Last: off, Count: r.Count})
+		}
+	}
+	return out
 }
 
 // batchSpan is the offsets the whole batches in b cover: the first base

@@ -309,3 +309,45 @@ func TestShareSessionClosedWithConnection(t *testing.T) {
 		t.Fatalf("after a's connection closed b acquired %+v", got)
 	}
 }
+
+// A read_committed share group never delivers records of an aborted
+// transaction, and delivers a committed one's once it commits.
+func TestShareGroupReadCommitted(t *testing.T) {
+	tb := startShareBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := tb.Client(t)
+	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"})
+	// Until the transaction coordinator serves producers, transactions
+	// are written through the partition (as the txn read tests do):
+	// pids 1 and 3 abort, 2 commits, 4 stays open while 5 commits after it.
+	p := tb.Broker.Topic("q").Partition(0)
+	mustAppend(t, p, txnBatch(t, 1, 0, 0, "aborted-1", "aborted-2"))
+	mustAppend(t, p, txnBatch(t, 2, 0, 0, "committed-1", "committed-2"))
+	mustMarker(t, p, 1, false)
+	mustMarker(t, p, 2, true)
+	mustAppend(t, p, txnBatch(t, 3, 0, 0, "aborted-3"))
+	mustMarker(t, p, 3, false)
+	mustAppend(t, p, plainBatch(t, "plain"))
+	mustAppend(t, p, txnBatch(t, 4, 0, 0, "open"))
+
+	c := tb.Client(t, kgo.ShareGroup("sg"), kgo.ConsumeTopics("q"))
+	var got []string
+	poll := func(n int) {
+		for len(got) < n && ctx.Err() == nil {
+			c.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+	}
+	poll(3)
+	if want := []string{"committed-1", "committed-2", "plain"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("read_committed share group got %v, want %v", got, want)
+	}
+	mustMarker(t, p, 4, true) // the open transaction commits: it is delivered now
+	poll(4)
+	if want := []string{"committed-1", "committed-2", "plain", "open"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the commit got %v, want %v", got, want)
+	}
+}
