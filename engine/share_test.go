@@ -47,6 +47,35 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
 	}
 }
 
+// shareTopic creates topic "q" (one partition) holding n records, with
+// group "sg" reading it from the start; it returns a client and the
+// topic's id.
+func shareTopic(t *testing.T, tb *testbroker.Broker, n int) (*kgo.Client, [16]byte) {
+	t.Helper()
+	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
+	if _, err := tb.Admin(t).CreateTopic(context.Background(), 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
+	produceN(t, cl, "q", n)
+	return cl, tb.Broker.Topic("q").ID
+}
+
+// rawShareFetch sends one ShareFetch of partition 0 for group "sg".
+func rawShareFetch(t *testing.T, cl *kgo.Client, id [16]byte, member string, epoch int32,
+	acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr(member), epoch
+	req.MaxRecords, req.MaxBytes = 100, 1<<20
+	req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 type seen struct {
 	mu     sync.Mutex
 	offset map[int64]int // deliveries per offset
@@ -68,13 +97,8 @@ func (s *seen) count() int {
 // delivered, and none twice (each accepted on the next poll).
 func TestShareGroupFranzGo(t *testing.T) {
 	tb := startShareBroker(t)
-	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
-	if _, err := tb.Admin(t).CreateTopic(context.Background(), 1, 1, nil, "q"); err != nil {
-		t.Fatal(err)
-	}
-	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
 	const n = 200
-	produceN(t, cl, "q", n)
+	cl, _ := shareTopic(t, tb, n)
 
 	s := &seen{offset: map[int64]int{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -127,12 +151,7 @@ func describeShare(t *testing.T, cl *kgo.Client, group string) kmsg.ShareGroupDe
 // delivered again and the accepted ones never.
 func TestShareGroupRestartWithInFlightRecords(t *testing.T) {
 	tb := startShareBroker(t)
-	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
-	if _, err := tb.Admin(t).CreateTopic(context.Background(), 1, 1, nil, "q"); err != nil {
-		t.Fatal(err)
-	}
-	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
-	produceN(t, cl, "q", 10)
+	shareTopic(t, tb, 10)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -206,24 +225,10 @@ func TestShareGroupIDConflicts(t *testing.T) {
 // Share session epochs and acknowledgement errors, raw.
 func TestShareSessionsAndAckErrors(t *testing.T) {
 	tb := startShareBroker(t)
-	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
 	ctx := context.Background()
-	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
-		t.Fatal(err)
-	}
-	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
-	produceN(t, cl, "q", 5)
-	id := tb.Broker.Topic("q").ID
+	cl, id := shareTopic(t, tb, 5)
 	fetch := func(member string, epoch int32, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
-		req := kmsg.NewPtrShareFetchRequest()
-		req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr(member), epoch
-		req.MaxRecords, req.MaxBytes = 100, 1<<20
-		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0, AcknowledgementBatches: acks}}}}
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
+		return rawShareFetch(t, cl, id, member, epoch, acks...)
 	}
 	if r := fetch("a", 3); r.ErrorCode != kerr.ShareSessionNotFound.Code {
 		t.Fatalf("no session: %+v", r)
@@ -268,27 +273,12 @@ func TestShareSessionsAndAckErrors(t *testing.T) {
 // delivered to another member at once, not after the lock expires.
 func TestShareSessionClosedWithConnection(t *testing.T) {
 	tb := startShareBroker(t)
-	cl := tb.Client(t, kgo.DefaultProduceTopic("q"))
-	ctx := context.Background()
-	if _, err := tb.Admin(t).CreateTopic(ctx, 1, 1, nil, "q"); err != nil {
-		t.Fatal(err)
-	}
-	setGroupConfig(t, cl, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
-	produceN(t, cl, "q", 3)
-	id := tb.Broker.Topic("q").ID
+	cl, id := shareTopic(t, tb, 3)
 	fetch := func(c *kgo.Client, member string) []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord {
-		req := kmsg.NewPtrShareFetchRequest()
-		req.GroupID, req.MemberID = kmsg.StringPtr("sg"), kmsg.StringPtr(member)
-		req.MaxRecords, req.MaxBytes = 100, 1<<20
-		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
-		resp, err := req.RequestWith(ctx, c)
-		if err != nil {
-			t.Fatal(err)
+		if resp := rawShareFetch(t, c, id, member, 0); len(resp.Topics) > 0 {
+			return resp.Topics[0].Partitions[0].AcquiredRecords
 		}
-		if len(resp.Topics) == 0 {
-			return nil
-		}
-		return resp.Topics[0].Partitions[0].AcquiredRecords
+		return nil
 	}
 	first, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr))
 	if err != nil {
