@@ -22,7 +22,7 @@ func (b *Broker) handleReadShareGroupState(r *Request) {
 		for _, p := range t.Partitions {
 			rp := kmsg.ReadShareGroupStateResponseTopicPartition{Partition: p.Partition, StartOffset: -1}
 			v, found, code := b.share.coordinatorRead(share.SPKey{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition})
-			rp.ErrorCode = code
+			rp.ErrorCode, rp.StateEpoch = code, v.StateEpoch
 			if found {
 				rp.StateEpoch, rp.StartOffset = v.StateEpoch, v.StartOffset
 				for _, sb := range v.Batches {

@@ -309,6 +309,7 @@ func (s *shareBroker) part(key share.SPKey, p *Partition) (*sharePart, int16) {
 		sp.sp = share.RestorePartition(cfg, snap.StartOffset, snap.Batches)
 		sp.epoch = snap.StateEpoch
 	} else {
+		sp.epoch = snap.StateEpoch // past a deletion's, if any
 		sp.sp = share.NewPartition(cfg, s.b.shareResetOffset(key.Group, p))
 		if code := sp.persist(s); code != 0 {
 			return nil, code
@@ -377,6 +378,11 @@ func (sp *sharePart) persist(s *shareBroker) int16 {
 	v := share.SnapshotValue{StateEpoch: sp.epoch, LeaderEpoch: sp.leaderEpoch, StartOffset: start,
 		DeliveryCompleteCount: int32(settled), Batches: batches}
 	if code := s.writeState(sp.key, v); code != 0 {
+		if code == kerr.FencedStateEpoch.Code {
+			// An admin reset or delete happened since this state was
+			// loaded: forget it; the next use loads the new one.
+			s.dropParts(func(k share.SPKey) bool { return k == sp.key })
+		}
 		return code
 	}
 	sp.persistedStart, sp.persisted = start, batches

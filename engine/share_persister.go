@@ -72,7 +72,7 @@ func (s *shareBroker) readState(k share.SPKey) (share.SnapshotValue, bool, int16
 	}
 	p := resp.Topics[0].Partitions[0]
 	if p.ErrorCode != 0 || p.StartOffset < 0 {
-		return share.SnapshotValue{}, false, p.ErrorCode
+		return share.SnapshotValue{StateEpoch: p.StateEpoch}, false, p.ErrorCode
 	}
 	v := share.SnapshotValue{StateEpoch: p.StateEpoch, LeaderEpoch: -1, StartOffset: p.StartOffset, DeliveryCompleteCount: -1}
 	for _, b := range p.StateBatches {

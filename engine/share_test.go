@@ -341,3 +341,60 @@ func TestShareGroupReadCommitted(t *testing.T) {
 		t.Fatalf("after the commit got %v, want %v", got, want)
 	}
 }
+
+// AlterShareGroupOffsets on an empty group moves the start offset: the
+// next fetch starts there, though the share-partition was in use; a
+// member in the group refuses it, and DeleteShareGroupOffsets starts the
+// topic over at share.auto.offset.reset.
+func TestShareGroupOffsetAdmin(t *testing.T) {
+	tb := startShareBroker(t)
+	cl, id := shareTopic(t, tb, 5)
+	ctx := context.Background()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m", []string{"q"}
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, resp)
+	}
+	all := kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{1}}
+	if r := rawShareFetch(t, cl, id, "m", 0); len(r.Topics) != 1 {
+		t.Fatalf("first fetch: %+v", r)
+	}
+	if r := rawShareFetch(t, cl, id, "m", -1, all); r.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 {
+		t.Fatalf("accept all: %+v", r)
+	}
+	alter := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alter.GroupID = "sg"
+	alter.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: "q", Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 2}}}}
+	if resp, err := alter.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: %v %+v", err, resp)
+	}
+	hb.MemberEpoch = -1
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, resp)
+	}
+	if resp, err := alter.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("alter: %v %+v", err, resp)
+	}
+	describe := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	describe.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: "sg"}}
+	if resp, err := describe.RequestWith(ctx, cl); err != nil || resp.Groups[0].Topics[0].Partitions[0].StartOffset != 2 ||
+		resp.Groups[0].Topics[0].Partitions[0].Lag != 3 {
+		t.Fatalf("describe after alter: %v %+v", err, resp)
+	}
+	r := rawShareFetch(t, cl, id, "m2", 0)
+	if acq := r.Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].FirstOffset != 2 || acq[0].LastOffset != 4 || acq[0].DeliveryCount != 1 {
+		t.Fatalf("after the reset acquired %+v, want 2-4 as new", acq)
+	}
+	rawShareFetch(t, cl, id, "m2", -1, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: 2, LastOffset: 4, AcknowledgeTypes: []int8{1}})
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "sg"
+	del.Topics = []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "q"}, {Topic: "nope"}}
+	resp, err := del.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 || resp.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("delete offsets: %v %+v", err, resp)
+	}
+	r = rawShareFetch(t, cl, id, "m3", 0)
+	if acq := r.Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 4 {
+		t.Fatalf("after deleting the offsets acquired %+v, want 0-4 (earliest)", acq)
+	}
+}

@@ -50,6 +50,11 @@ type States struct {
 		parts map[int32]*statePart
 		// snaps are the states of the loaded partitions' keys.
 		snaps map[SPKey]*SnapshotValue
+		// deleted holds, for a key deleted since the load, the state
+		// epoch it may be written at again: a leader still holding the
+		// old state (an older epoch) is fenced rather than bringing it
+		// back. Not persisted: a restart forgets it.
+		deleted map[SPKey]int32
 	}
 }
 
@@ -65,6 +70,7 @@ func NewStates(n int32, nowMs func() int64) *States {
 	s := &States{partitions: n, nowMs: nowMs}
 	s.mu.parts = map[int32]*statePart{}
 	s.mu.snaps = map[SPKey]*SnapshotValue{}
+	s.mu.deleted = map[SPKey]int32{}
 	return s
 }
 
@@ -188,6 +194,11 @@ func (s *States) UnloadPartition(p int32) {
 			delete(s.mu.snaps, k)
 		}
 	}
+	for k := range s.mu.deleted {
+		if s.PartitionFor(k) == p {
+			delete(s.mu.deleted, k)
+		}
+	}
 }
 
 // Loaded reports whether state partition p is loaded.
@@ -198,7 +209,9 @@ func (s *States) Loaded(p int32) bool {
 }
 
 // Read returns a share-partition's state; found is false for one never
-// initialized. code is NOT_COORDINATOR when its partition is not here.
+// initialized (or deleted), whose StateEpoch is then the epoch to
+// initialize it at. code is NOT_COORDINATOR when its partition is not
+// here.
 func (s *States) Read(k SPKey) (v SnapshotValue, found bool, code int16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,6 +221,7 @@ func (s *States) Read(k SPKey) (v SnapshotValue, found bool, code int16) {
 	if cur := s.mu.snaps[k]; cur != nil {
 		return *cur, true, 0
 	}
+	v.StateEpoch = s.mu.deleted[k]
 	return v, false, 0
 }
 
@@ -222,9 +236,12 @@ func (s *States) Write(k SPKey, v SnapshotValue) int16 {
 	part.appendMu.Lock()
 	defer part.appendMu.Unlock()
 	s.mu.Lock()
-	cur := s.mu.snaps[k]
+	cur, floor := s.mu.snaps[k], s.mu.deleted[k]
 	s.mu.Unlock()
-	if cur != nil && v.StateEpoch < cur.StateEpoch {
+	if cur != nil {
+		floor = cur.StateEpoch
+	}
+	if v.StateEpoch < floor {
 		return kerr.FencedStateEpoch.Code
 	}
 	now := s.nowMs()
@@ -257,6 +274,9 @@ func (s *States) Delete(k SPKey) int16 {
 		return kerr.UnknownServerError.Code
 	}
 	s.mu.Lock()
+	if cur := s.mu.snaps[k]; cur != nil {
+		s.mu.deleted[k] = cur.StateEpoch + 1
+	}
 	delete(s.mu.snaps, k)
 	s.mu.Unlock()
 	return 0

@@ -62,3 +62,25 @@ func TestCoordinatorKey(t *testing.T) {
 		t.Fatalf("key %q", got)
 	}
 }
+
+// A leader still holding a deleted share-partition's state is fenced: it
+// cannot bring the state back under the epoch it loaded it at.
+func TestStatesDeleteFencesOldEpoch(t *testing.T) {
+	s := NewStates(1, func() int64 { return 1 })
+	if _, err := s.LoadPartition(0, &memLog{}); err != nil {
+		t.Fatal(err)
+	}
+	k := SPKey{Group: "g", Partition: 0}
+	s.Write(k, SnapshotValue{StateEpoch: 2, StartOffset: 10})
+	s.Delete(k)
+	if code := s.Write(k, SnapshotValue{StateEpoch: 2, StartOffset: 12}); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("write at the deleted epoch: code %d", code)
+	}
+	v, found, _ := s.Read(k)
+	if found || v.StateEpoch != 3 {
+		t.Fatalf("after delete: found %v epoch %d, want not found at epoch 3", found, v.StateEpoch)
+	}
+	if code := s.Write(k, SnapshotValue{StateEpoch: 3, StartOffset: 0}); code != 0 {
+		t.Fatalf("reinitialize: code %d", code)
+	}
+}
