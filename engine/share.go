@@ -646,3 +646,25 @@ func (s *shareBroker) close() {
 	s.groups.Close()
 	s.rpc.close()
 }
+
+// topicDeleted forgets a deleted topic's share-partitions here and, in
+// the background (the caller holds the metadata lock, and a tombstone
+// waits for the ISR), deletes the state this broker coordinates for it,
+// as Kafka's group coordinator does.
+func (s *shareBroker) topicDeleted(id [16]byte) {
+	if s == nil {
+		return
+	}
+	s.dropParts(func(k share.SPKey) bool { return k.TopicID == id })
+	keys := s.states.KeysOfTopic(id)
+	if len(keys) == 0 {
+		return
+	}
+	go func() {
+		for _, k := range keys {
+			if code := s.states.Delete(k); code != 0 {
+				s.b.log.Warn("cannot delete the share state of a deleted topic", "group", k.Group, "partition", k.Partition, "code", code)
+			}
+		}
+	}()
+}

@@ -398,3 +398,26 @@ func TestShareGroupOffsetAdmin(t *testing.T) {
 		t.Fatalf("after deleting the offsets acquired %+v, want 0-4 (earliest)", acq)
 	}
 }
+
+// Deleting a topic deletes its share state: a topic created again under
+// the name starts at share.auto.offset.reset.
+func TestShareStateGoesWithTopic(t *testing.T) {
+	tb := startShareBroker(t)
+	cl, id := shareTopic(t, tb, 3)
+	rawShareFetch(t, cl, id, "m", 0)
+	rawShareFetch(t, cl, id, "m", -1, kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: 0, LastOffset: 2, AcknowledgeTypes: []int8{1}})
+	adm := tb.Admin(t)
+	if _, err := adm.DeleteTopic(context.Background(), "q"); err != nil {
+		t.Fatal(err)
+	}
+	var keys int
+	for range 200 { // the tombstones are written in the background
+		if keys = len(engine.ShareStateKeysForTest(tb.Broker, id)); keys == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if keys != 0 {
+		t.Fatalf("%d share states of the deleted topic left", keys)
+	}
+}

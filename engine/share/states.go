@@ -295,6 +295,19 @@ func (s *States) Keys(groupName string) []SPKey {
 	return out
 }
 
+// KeysOfTopic lists the loaded share-partitions of a topic.
+func (s *States) KeysOfTopic(id [16]byte) []SPKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []SPKey
+	for k := range s.mu.snaps {
+		if k.TopicID == id {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 func (s *States) partFor(k SPKey) (*statePart, int16) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
