@@ -45,6 +45,9 @@ type shareFetch struct {
 	tps        []shareTP
 	out        map[shareTP]*kmsg.ShareFetchResponseTopicPartition
 	maxRecords int
+	// bufs hold the records of the answer; back to shareReadBufs once it
+	// is encoded.
+	bufs []*[]byte
 }
 
 func (b *Broker) handleShareFetch(r *Request) {
@@ -135,17 +138,20 @@ func (f *shareFetch) acquire() bool {
 		if f.maxRecords <= 0 || maxBytes <= 0 {
 			break
 		}
-		recs, ranges, code := f.b.shareAcquire(f.group, f.member, tp, maxBytes, f.maxRecords)
+		buf := shareReadBufs.Get().(*[]byte)
+		recs, ranges, code := f.b.shareAcquire(f.group, f.member, tp, maxBytes, f.maxRecords, buf)
 		if code == 0 && len(ranges) == 0 {
+			shareReadBufs.Put(buf)
 			continue
 		}
+		f.bufs = append(f.bufs, buf)
 		out := f.partOut(tp)
 		out.ErrorCode = code
 		if code != 0 {
 			continue
 		}
 		got = true
-		out.Records = append(out.Records, recs...)
+		out.Records = recs // one read per partition and request
 		for _, rg := range ranges {
 			out.AcquiredRecords = append(out.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
 				FirstOffset: rg.First, LastOffset: rg.Last, DeliveryCount: rg.Count})
@@ -208,7 +214,12 @@ func (f *shareFetch) respond() {
 		}
 		f.resp.Topics[i].Partitions = append(f.resp.Topics[i].Partitions, *p)
 	}
-	f.r.Respond(f.resp)
+	f.r.Respond(f.resp) // encodes the records: their buffers are free after
+	for _, b := range f.bufs {
+		if cap(*b) <= maxPooledShareRead {
+			shareReadBufs.Put(b)
+		}
+	}
 }
 
 // ---- the share-partition operations both APIs use ----
@@ -262,7 +273,7 @@ func (b *Broker) shareAcknowledge(group, member string, tp shareTP, batches []ac
 }
 
 // shareAcquire acquires records of one share-partition for member.
-func (b *Broker) shareAcquire(group, member string, tp shareTP, maxBytes int32, maxRecords int) ([]byte, []share.Range, int16) {
+func (b *Broker) shareAcquire(group, member string, tp shareTP, maxBytes int32, maxRecords int, buf *[]byte) ([]byte, []share.Range, int16) {
 	p, code := b.sharePartitionLed(tp)
 	if code != 0 {
 		return nil, nil, code
@@ -271,5 +282,5 @@ func (b *Broker) shareAcquire(group, member string, tp shareTP, maxBytes int32, 
 	if code != 0 {
 		return nil, nil, code
 	}
-	return b.share.acquire(sp, p, member, maxBytes, maxRecords)
+	return b.share.acquire(sp, p, member, maxBytes, maxRecords, buf)
 }

@@ -448,7 +448,10 @@ func (s *shareBroker) dropParts(match func(share.SPKey) bool) {
 // (share.isolation.level) reads to the last stable offset, and the
 // records of aborted transactions it acquired are archived at once, never
 // delivered.
-func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxBytes int32, maxRecords int) ([]byte, []share.Range, int16) {
+//
+// The records are read into *buf (grown as needed), which the caller
+// gives back once the answer is encoded.
+func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxBytes int32, maxRecords int, buf *[]byte) ([]byte, []share.Range, int16) {
 	iso := s.b.shareIsolation(sp.key.Group)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -463,21 +466,30 @@ func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxByt
 	if err != nil || reg.Len == 0 {
 		return nil, nil, ErrorCode(err)
 	}
-	buf := make([]byte, reg.Len)
-	if n, err := reg.File.ReadAt(buf, reg.Pos); n < len(buf) {
+	if int64(cap(*buf)) < reg.Len {
+		*buf = make([]byte, reg.Len)
+	}
+	b := (*buf)[:reg.Len]
+	if n, err := reg.File.ReadAt(b, reg.Pos); n < len(b) {
 		s.b.log.Warn("share fetch read", "err", err)
 		return nil, nil, kerr.UnknownServerError.Code
 	}
-	lo, hi := batchSpan(buf)
+	lo, hi := batchSpan(b)
 	ranges := sp.sp.Acquire(nil, member, now, max(lo, from), hi, maxRecords)
 	if iso == fetchTxnCommitted && len(ranges) > 0 {
-		ranges = s.archiveAborted(sp, p, member, buf, ranges, now)
+		ranges = s.archiveAborted(sp, p, member, b, ranges, now)
 	}
 	if len(ranges) == 0 {
 		return nil, nil, 0
 	}
-	return trimBatches(buf, ranges[0].First, ranges[len(ranges)-1].Last), ranges, 0
+	return trimBatches(b, ranges[0].First, ranges[len(ranges)-1].Last), ranges, 0
 }
+
+// shareReadBufs are the buffers ShareFetch reads records into; one
+// larger than maxPooledShareRead is not kept.
+var shareReadBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledShareRead = 1 << 20
 
 // shareIsolation is how far a group's share-partitions read.
 func (b *Broker) shareIsolation(group string) fetchIsolation {
