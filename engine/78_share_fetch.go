@@ -22,6 +22,7 @@ package engine
 // "any record".
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -186,15 +187,19 @@ func (f *shareFetch) park() {
 		}
 	}
 	wait := min(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, maxShareWait)
+	var w *fetchWaiter
 	answer := func() {
+		f.b.share.unpark(parts, w)
 		f.acquire()
 		f.respond()
 	}
-	w, ok := f.b.waiters.park(parts, 0, 1, f.b.shareIsolation(f.group), wait, answer)
+	w, ok := f.b.waiters.park(parts, 0, 1, iso, wait, answer)
 	if !ok {
 		answer()
 		return
 	}
+	// Records released by another member wake it too, not only new ones.
+	f.b.share.parkAlso(parts, w)
 	for i, p := range parts {
 		if p.fetchableOffset(iso) != ends[i] {
 			w.complete()
@@ -248,6 +253,7 @@ func (b *Broker) sharePartitionLed(tp shareTP) (*Partition, int16) {
 
 // shareAcknowledge applies acknowledgement batches to one share-partition
 // and writes its state; the first failing batch's code is the answer.
+// Fetches parked on the partition are woken when records were released.
 func (b *Broker) shareAcknowledge(group, member string, tp shareTP, batches []ackBatch, renew bool) int16 {
 	p, code := b.sharePartitionLed(tp)
 	if code != 0 {
@@ -257,6 +263,15 @@ func (b *Broker) shareAcknowledge(group, member string, tp shareTP, batches []ac
 	if code != 0 {
 		return code
 	}
+	code = sp.acknowledge(b.share, member, batches, renew)
+	if releases(batches) {
+		b.share.wakeParked(p) // not under sp.mu: a woken fetch acquires from sp
+	}
+	return code
+}
+
+// acknowledge applies the batches and persists the result.
+func (sp *sharePart) acknowledge(s *shareBroker, member string, batches []ackBatch, renew bool) int16 {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	now := time.Now()
@@ -266,10 +281,20 @@ func (b *Broker) shareAcknowledge(group, member string, tp shareTP, batches []ac
 			first = c
 		}
 	}
-	if c := sp.persist(b.share); c != 0 && first == 0 {
+	if c := sp.persist(s); c != 0 && first == 0 {
 		first = c
 	}
 	return first
+}
+
+// releases reports whether acknowledgement batches give records back.
+func releases(batches []ackBatch) bool {
+	for _, ab := range batches {
+		if slices.Contains(ab.types, share.AckRelease) {
+			return true
+		}
+	}
+	return false
 }
 
 // shareAcquire acquires records of one share-partition for member.

@@ -21,6 +21,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,11 @@ type shareBroker struct {
 		// stateLoaded is set once the state topic's partitions were loaded
 		// (single node) or are being synced with leadership (cluster).
 		stateLoaded bool
+		// parked are the ShareFetches waiting on each partition, woken when
+		// records there are released (new records wake them through the
+		// fetch purgatory). Invariant: a waiter is listed until its answer
+		// starts.
+		parked map[*Partition][]*fetchWaiter
 	}
 }
 
@@ -81,6 +87,7 @@ func newShareBroker(b *Broker) *shareBroker {
 	s := &shareBroker{b: b}
 	s.mu.parts = map[share.SPKey]*sharePart{}
 	s.mu.sessions = map[shareSessionKey]*shareSession{}
+	s.mu.parked = map[*Partition][]*fetchWaiter{}
 	s.groups = share.NewGroups(share.GroupsConfig{
 		Partitions: b.offsetsPartitions(),
 		Log:        b.log,
@@ -420,11 +427,24 @@ func (s *shareBroker) memberGone(groupName, member string) {
 	}
 	s.mu.Unlock()
 	for _, sp := range parts {
-		sp.mu.Lock()
-		if sp.sp.ReleaseMember(member) > 0 {
-			sp.persist(s)
-		}
-		sp.mu.Unlock()
+		s.releaseMember(sp, member)
+	}
+}
+
+// releaseMember releases what member holds in sp and wakes the fetches
+// parked on its partition.
+func (s *shareBroker) releaseMember(sp *sharePart, member string) {
+	sp.mu.Lock()
+	n := sp.sp.ReleaseMember(member)
+	if n > 0 {
+		sp.persist(s)
+	}
+	sp.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	if p, code := s.b.sharePartitionLed(shareTP{sp.key.TopicID, sp.key.Partition}); code == 0 {
+		s.wakeParked(p)
 	}
 }
 
@@ -679,4 +699,38 @@ func (s *shareBroker) topicDeleted(id [16]byte) {
 			}
 		}
 	}()
+}
+
+// parkAlso lists a parked ShareFetch under its partitions.
+func (s *shareBroker) parkAlso(parts []*Partition, w *fetchWaiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		s.mu.parked[p] = append(s.mu.parked[p], w)
+	}
+}
+
+// unpark removes a waiter whose answer is starting.
+func (s *shareBroker) unpark(parts []*Partition, w *fetchWaiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		ws := slices.DeleteFunc(s.mu.parked[p], func(o *fetchWaiter) bool { return o == w })
+		if len(ws) == 0 {
+			delete(s.mu.parked, p)
+			continue
+		}
+		s.mu.parked[p] = ws
+	}
+}
+
+// wakeParked answers the ShareFetches parked on p: records there were
+// released and may be acquired again.
+func (s *shareBroker) wakeParked(p *Partition) {
+	s.mu.Lock()
+	ws := slices.Clone(s.mu.parked[p])
+	s.mu.Unlock()
+	for _, w := range ws {
+		w.complete()
+	}
 }

@@ -90,14 +90,9 @@ func (s *shareBroker) releaseSession(group, member string, tps []shareTP) {
 		s.mu.Lock()
 		sp := s.mu.parts[share.SPKey{Group: group, TopicID: tp.topic, Partition: tp.partition}]
 		s.mu.Unlock()
-		if sp == nil {
-			continue
+		if sp != nil {
+			s.releaseMember(sp, member)
 		}
-		sp.mu.Lock()
-		if sp.sp.ReleaseMember(member) > 0 {
-			sp.persist(s)
-		}
-		sp.mu.Unlock()
 	}
 }
 

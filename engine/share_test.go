@@ -421,3 +421,48 @@ func TestShareStateGoesWithTopic(t *testing.T) {
 		t.Fatalf("%d share states of the deleted topic left", keys)
 	}
 }
+
+// A ShareFetch parked for want of records is answered when another
+// member releases records, not only when new ones are produced (it would
+// otherwise wait out its 30 s and the test's 15 s deadline).
+func TestShareFetchWokenByRelease(t *testing.T) {
+	tb := startShareBroker(t)
+	cl, id := shareTopic(t, tb, 3)
+	if r := rawShareFetch(t, cl, id, "a", 0); len(r.Topics) != 1 {
+		t.Fatalf("a acquired nothing: %+v", r)
+	}
+	other, err := kgo.NewClient(kgo.SeedBrokers(tb.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	got := make(chan *kmsg.ShareFetchResponse, 1)
+	go func() {
+		req := kmsg.NewPtrShareFetchRequest()
+		req.GroupID, req.MemberID = kmsg.StringPtr("sg"), kmsg.StringPtr("b")
+		req.MaxRecords, req.MaxBytes, req.MaxWaitMillis = 100, 1<<20, 30_000
+		req.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		resp, err := req.RequestWith(ctx, other)
+		if err != nil {
+			t.Errorf("b's parked fetch: %v", err)
+		}
+		got <- resp
+	}()
+	// a releases what it holds once b is (very likely) parked; if b is
+	// not parked yet it acquires the released records at once: the same
+	// answer.
+	time.Sleep(100 * time.Millisecond)
+	ack := kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: 0, LastOffset: 2, AcknowledgeTypes: []int8{2}}
+	if r := rawShareFetch(t, cl, id, "a", -1, ack); r.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 {
+		t.Fatalf("a's release: %+v", r)
+	}
+	resp := <-got
+	if resp == nil || len(resp.Topics) != 1 {
+		t.Fatalf("b's answer: %+v", resp)
+	}
+	if acq := resp.Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 2 || acq[0].DeliveryCount != 2 {
+		t.Fatalf("b acquired %+v, want 0-2 delivered twice", acq)
+	}
+}
