@@ -187,9 +187,9 @@ func (f *shareFetch) park() {
 		}
 	}
 	wait := min(time.Duration(f.req.MaxWaitMillis)*time.Millisecond, maxShareWait)
-	var w *fetchWaiter
+	tok := &parkedFetch{}
 	answer := func() {
-		f.b.share.unpark(parts, w)
+		f.b.share.unpark(parts, tok)
 		f.acquire()
 		f.respond()
 	}
@@ -199,7 +199,7 @@ func (f *shareFetch) park() {
 		return
 	}
 	// Records released by another member wake it too, not only new ones.
-	f.b.share.parkAlso(parts, w)
+	f.b.share.parkAlso(parts, tok, w)
 	for i, p := range parts {
 		if p.fetchableOffset(iso) != ends[i] {
 			w.complete()

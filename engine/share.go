@@ -58,7 +58,7 @@ type shareBroker struct {
 		// records there are released (new records wake them through the
 		// fetch purgatory). Invariant: a waiter is listed until its answer
 		// starts.
-		parked map[*Partition][]*fetchWaiter
+		parked map[*Partition][]*parkedFetch
 	}
 }
 
@@ -66,7 +66,7 @@ func newShareBroker(b *Broker) *shareBroker {
 	s := &shareBroker{b: b}
 	s.mu.parts = map[share.SPKey]*sharePart{}
 	s.mu.sessions = map[shareSessionKey]*shareSession{}
-	s.mu.parked = map[*Partition][]*fetchWaiter{}
+	s.mu.parked = map[*Partition][]*parkedFetch{}
 	s.groups = share.NewGroups(share.GroupsConfig{
 		Partitions: b.offsetsPartitions(),
 		Log:        b.log,

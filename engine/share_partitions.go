@@ -368,21 +368,35 @@ func trimBatches(b []byte, first, last int64) []byte {
 	return b[start:end]
 }
 
-// parkAlso lists a parked ShareFetch under its partitions.
-func (s *shareBroker) parkAlso(parts []*Partition, w *fetchWaiter) {
+// parkedFetch is a ShareFetch parked in the fetch purgatory, listed so
+// that released records wake it. Its fields are guarded by
+// shareBroker.mu.
+type parkedFetch struct {
+	w    *fetchWaiter
+	done bool // its answer started: not to be listed again
+}
+
+// parkAlso lists a parked ShareFetch under its partitions, unless its
+// answer already started.
+func (s *shareBroker) parkAlso(parts []*Partition, tok *parkedFetch, w *fetchWaiter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if tok.done {
+		return
+	}
+	tok.w = w
 	for _, p := range parts {
-		s.mu.parked[p] = append(s.mu.parked[p], w)
+		s.mu.parked[p] = append(s.mu.parked[p], tok)
 	}
 }
 
-// unpark removes a waiter whose answer is starting.
-func (s *shareBroker) unpark(parts []*Partition, w *fetchWaiter) {
+// unpark removes a ShareFetch whose answer is starting.
+func (s *shareBroker) unpark(parts []*Partition, tok *parkedFetch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	tok.done = true
 	for _, p := range parts {
-		ws := slices.DeleteFunc(s.mu.parked[p], func(o *fetchWaiter) bool { return o == w })
+		ws := slices.DeleteFunc(s.mu.parked[p], func(o *parkedFetch) bool { return o == tok })
 		if len(ws) == 0 {
 			delete(s.mu.parked, p)
 			continue
@@ -395,7 +409,10 @@ func (s *shareBroker) unpark(parts []*Partition, w *fetchWaiter) {
 // released and may be acquired again.
 func (s *shareBroker) wakeParked(p *Partition) {
 	s.mu.Lock()
-	ws := slices.Clone(s.mu.parked[p])
+	ws := make([]*fetchWaiter, 0, len(s.mu.parked[p]))
+	for _, tok := range s.mu.parked[p] {
+		ws = append(ws, tok.w)
+	}
 	s.mu.Unlock()
 	for _, w := range ws {
 		w.complete()
