@@ -11,7 +11,10 @@ package engine
 // for share.record.lock.duration.ms. The answer carries whole record
 // batches covering the acquired offsets and the acquired ranges with
 // their delivery counts; the client hands out only those. With nothing
-// acquired the request waits up to MaxWaitMillis for new records.
+// acquired the request waits up to MaxWaitMillis: new records, or records
+// another member releases (an acknowledgement, a closed session, a member
+// gone), answer it at once. The records are read into a pooled buffer and
+// copied into the answer (not the zero-copy path of Fetch).
 //
 // A read_committed group (share.isolation.level) acquires up to the last
 // stable offset and never delivers records of aborted transactions (they
