@@ -157,6 +157,8 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 		// Dynamic-only in Kafka: the replication throttles.
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
+		// Share groups' coordinator (Kafka's range).
+		"share.coordinator.state.topic.num.partitions": {1, 10000},
 	}
 	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
 	for _, s := range groupBrokerSpecs {
