@@ -466,3 +466,29 @@ func TestShareFetchWokenByRelease(t *testing.T) {
 		t.Fatalf("b acquired %+v, want 0-2 delivered twice", acq)
 	}
 }
+
+// A share group's membership is in __consumer_offsets: after a restart
+// the group is there with its epoch and member, and the member goes on
+// heartbeating with the epoch it had.
+func TestShareGroupMembershipSurvivesRestart(t *testing.T) {
+	tb := startShareBroker(t)
+	cl, _ := shareTopic(t, tb, 1)
+	ctx := context.Background()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m", []string{"q"}
+	resp, err := hb.RequestWith(ctx, cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, resp)
+	}
+	tb.Restart(t)
+	cl2 := tb.Client(t)
+	d := describeShare(t, cl2, "sg")
+	if d.ErrorCode != 0 || d.GroupEpoch != 1 || len(d.Members) != 1 || d.Members[0].MemberID != "m" ||
+		len(d.Members[0].Assignment.TopicPartitions) != 1 || d.Members[0].Assignment.TopicPartitions[0].Topic != "q" {
+		t.Fatalf("after restart: %+v", d)
+	}
+	hb.MemberEpoch, hb.SubscribedTopicNames = resp.MemberEpoch, nil
+	if resp, err := hb.RequestWith(ctx, cl2); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != 1 {
+		t.Fatalf("heartbeat after restart: %v %+v", err, resp)
+	}
+}
