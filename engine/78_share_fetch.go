@@ -10,11 +10,12 @@ package engine
 // then new ones up to the high watermark, at most MaxRecords, each locked
 // for share.record.lock.duration.ms. The answer carries whole record
 // batches covering the acquired offsets and the acquired ranges with
-// their delivery counts; the client hands out only those. With nothing
+// their delivery counts (spliced from the log files like Fetch's, cut
+// after the batch of the last offset acquired); the client hands out only
+// those. With nothing
 // acquired the request waits up to MaxWaitMillis: new records, or records
 // another member releases (an acknowledgement, a closed session, a member
-// gone), answer it at once. The records are read into a pooled buffer and
-// copied into the answer (not the zero-copy path of Fetch).
+// gone), answer it at once.
 //
 // A read_committed group (share.isolation.level) acquires up to the last
 // stable offset and never delivers records of aborted transactions (they
@@ -32,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/share"
+	"github.com/sluice-broker/sluice/storage"
 )
 
 func init() { register(kmsg.ShareFetch, 1, 2, (*Broker).handleShareFetch) }
@@ -49,15 +51,19 @@ type shareFetch struct {
 	tps        []shareTP
 	out        map[shareTP]*kmsg.ShareFetchResponseTopicPartition
 	maxRecords int
-	// bufs hold the records of the answer; back to shareReadBufs once it
-	// is encoded.
+	// regions are the partitions' records spliced from the logs.
+	regions map[shareTP]storage.Region
+	// bufs hold records read through memory (read_committed around
+	// aborted transactions); back to shareReadBufs once the answer is
+	// encoded.
 	bufs []*[]byte
 }
 
 func (b *Broker) handleShareFetch(r *Request) {
 	req := r.Msg.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
-	f := &shareFetch{b: b, r: r, req: req, resp: resp, out: map[shareTP]*kmsg.ShareFetchResponseTopicPartition{}}
+	f := &shareFetch{b: b, r: r, req: req, resp: resp, out: map[shareTP]*kmsg.ShareFetchResponseTopicPartition{},
+		regions: map[shareTP]storage.Region{}}
 	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		r.Respond(resp)
@@ -144,24 +150,30 @@ func (f *shareFetch) acquire() bool {
 		}
 		buf := shareReadBufs.Get().(*[]byte)
 		recs, ranges, code := f.b.shareAcquire(f.group, f.member, tp, maxBytes, f.maxRecords, buf)
-		if code == 0 && len(ranges) == 0 {
+		if recs.bytes != nil {
+			f.bufs = append(f.bufs, buf)
+		} else {
 			shareReadBufs.Put(buf)
+		}
+		if code == 0 && len(ranges) == 0 {
 			continue
 		}
-		f.bufs = append(f.bufs, buf)
 		out := f.partOut(tp)
 		out.ErrorCode = code
 		if code != 0 {
 			continue
 		}
 		got = true
-		out.Records = recs // one read per partition and request
+		out.Records = recs.bytes // one read per partition and request
+		if recs.region.Len > 0 {
+			f.regions[tp] = recs.region
+		}
 		for _, rg := range ranges {
 			out.AcquiredRecords = append(out.AcquiredRecords, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{
 				FirstOffset: rg.First, LastOffset: rg.Last, DeliveryCount: rg.Count})
 			f.maxRecords -= int(rg.Last - rg.First + 1)
 		}
-		maxBytes -= int32(len(recs))
+		maxBytes -= int32(len(recs.bytes)) + int32(recs.region.Len)
 	}
 	return got
 }
@@ -222,7 +234,10 @@ func (f *shareFetch) respond() {
 		}
 		f.resp.Topics[i].Partitions = append(f.resp.Topics[i].Partitions, *p)
 	}
-	f.r.Respond(f.resp) // encodes the records: their buffers are free after
+	f.resp.SetVersion(f.r.Version)
+	w := f.r.beginResponse(true)
+	encodeShareFetch(w, f.resp, f.regions) // copies f.bufs' records: free after
+	f.r.finish(w.finish())
 	for _, b := range f.bufs {
 		if cap(*b) <= maxPooledShareRead {
 			shareReadBufs.Put(b)
@@ -301,14 +316,14 @@ func releases(batches []ackBatch) bool {
 }
 
 // shareAcquire acquires records of one share-partition for member.
-func (b *Broker) shareAcquire(group, member string, tp shareTP, maxBytes int32, maxRecords int, buf *[]byte) ([]byte, []share.Range, int16) {
+func (b *Broker) shareAcquire(group, member string, tp shareTP, maxBytes int32, maxRecords int, buf *[]byte) (shareRecords, []share.Range, int16) {
 	p, code := b.sharePartitionLed(tp)
 	if code != 0 {
-		return nil, nil, code
+		return shareRecords{}, nil, code
 	}
 	sp, code := b.share.part(share.SPKey{Group: group, TopicID: tp.topic, Partition: tp.partition}, p)
 	if code != 0 {
-		return nil, nil, code
+		return shareRecords{}, nil, code
 	}
 	return b.share.acquire(sp, p, member, maxBytes, maxRecords, buf)
 }

@@ -215,16 +215,15 @@ func (s *shareBroker) dropParts(match func(share.SPKey) bool) {
 
 // ---- reading records to acquire ----
 
-// acquire reads p from the share-partition's next fetch offset and
-// acquires what the read covers for member: the batches (trimmed to the
-// acquired offsets) and the ranges. A read_committed group
-// (share.isolation.level) reads to the last stable offset, and the
-// records of aborted transactions it acquired are archived at once, never
-// delivered.
-//
-// The records are read into *buf (grown as needed), which the caller
-// gives back once the answer is encoded.
-func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxBytes int32, maxRecords int, buf *[]byte) ([]byte, []share.Range, int16) {
+// acquire acquires for member the records a read of p from the
+// share-partition's next fetch offset covers, and returns them as the
+// log's file region (spliced into the answer), cut after the batch of
+// the last offset acquired. A read_committed group
+// (share.isolation.level) reads to the last stable offset; when aborted
+// transactions fall in the read, the records are read into *buf instead
+// (returned as bytes), so that their batches can be archived at once,
+// never delivered.
+func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxBytes int32, maxRecords int, buf *[]byte) (shareRecords, []share.Range, int16) {
 	iso := s.b.shareIsolation(sp.key.Group)
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
@@ -233,29 +232,60 @@ func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxByt
 	from, ok := sp.sp.NextFetchOffset(now)
 	if !ok || from >= p.fetchableOffset(iso) {
 		sp.persist(s) // expired locks may have archived records
-		return nil, nil, 0
+		return shareRecords{}, nil, 0
 	}
 	reg, err := p.read(from, maxBytes, iso)
 	if err != nil || reg.Len == 0 {
-		return nil, nil, ErrorCode(err)
+		return shareRecords{}, nil, ErrorCode(err)
 	}
+	if iso == fetchTxnCommitted && len(p.abortedTxns(nil, from, reg.NextOffset)) > 0 {
+		return s.acquireCommitted(sp, p, member, reg, from, maxRecords, buf, now)
+	}
+	ranges := sp.sp.Acquire(nil, member, now, from, reg.NextOffset, maxRecords)
+	if len(ranges) == 0 {
+		return shareRecords{}, nil, 0
+	}
+	return shareRecords{region: cutRegion(p, reg, ranges[len(ranges)-1].Last, iso)}, ranges, 0
+}
+
+// shareRecords are a partition's records in a ShareFetch answer: a file
+// region, or bytes read into a pooled buffer.
+type shareRecords struct {
+	region storage.Region
+	bytes  []byte
+}
+
+// cutRegion ends reg after the batch holding offset last (a read of one
+// byte from it returns that batch whole), when that batch is in reg.
+func cutRegion(p *Partition, reg storage.Region, last int64, iso fetchIsolation) storage.Region {
+	b, err := p.read(last, 1, iso)
+	if err != nil || b.File != reg.File || b.Pos < reg.Pos || b.Pos+b.Len > reg.Pos+reg.Len {
+		return reg
+	}
+	reg.Len, reg.NextOffset = b.Pos+b.Len-reg.Pos, b.NextOffset
+	return reg
+}
+
+// acquireCommitted is acquire through memory for a read_committed read
+// with aborted transactions in it. sp.mu is held.
+func (s *shareBroker) acquireCommitted(sp *sharePart, p *Partition, member string, reg storage.Region, from int64, maxRecords int, buf *[]byte, now time.Time) (shareRecords, []share.Range, int16) {
 	if int64(cap(*buf)) < reg.Len {
 		*buf = make([]byte, reg.Len)
 	}
 	b := (*buf)[:reg.Len]
 	if n, err := reg.File.ReadAt(b, reg.Pos); n < len(b) {
 		s.b.log.Warn("share fetch read", "err", err)
-		return nil, nil, kerr.UnknownServerError.Code
+		return shareRecords{}, nil, kerr.UnknownServerError.Code
 	}
 	lo, hi := batchSpan(b)
 	ranges := sp.sp.Acquire(nil, member, now, max(lo, from), hi, maxRecords)
-	if iso == fetchTxnCommitted && len(ranges) > 0 {
+	if len(ranges) > 0 {
 		ranges = s.archiveAborted(sp, p, member, b, ranges, now)
 	}
 	if len(ranges) == 0 {
-		return nil, nil, 0
+		return shareRecords{}, nil, 0
 	}
-	return trimBatches(b, ranges[0].First, ranges[len(ranges)-1].Last), ranges, 0
+	return shareRecords{bytes: trimBatches(b, ranges[0].First, ranges[len(ranges)-1].Last)}, ranges, 0
 }
 
 // shareReadBufs are the buffers ShareFetch reads records into; one
