@@ -74,3 +74,20 @@ func TestShareFetchEncodeMatchesKmsg(t *testing.T) {
 		}
 	}
 }
+
+func TestShareFetchEncodeAllocs(t *testing.T) {
+	file, _ := regionFile(t)
+	resp := sampleShareFetch(2)
+	regions := map[shareTP]storage.Region{{[16]byte{1}, 0}: {File: file, Pos: 16, Len: 100}}
+	var w frameWriter
+	r := newResponse()
+	allocs := testing.AllocsPerRun(100, func() {
+		r.buf, r.Parts = r.buf[:0], r.Parts[:0]
+		w.begin(r)
+		encodeShareFetch(&w, resp, regions)
+		w.finish()
+	})
+	if allocs != 0 {
+		t.Fatalf("encoding a ShareFetch response allocates %.1f times", allocs)
+	}
+}
