@@ -284,24 +284,20 @@ func (s *States) Delete(k SPKey) int16 {
 
 // Keys lists the loaded share-partitions of a group.
 func (s *States) Keys(groupName string) []SPKey {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []SPKey
-	for k := range s.mu.snaps {
-		if k.Group == groupName {
-			out = append(out, k)
-		}
-	}
-	return out
+	return s.keysWhere(func(k SPKey) bool { return k.Group == groupName })
 }
 
 // KeysOfTopic lists the loaded share-partitions of a topic.
 func (s *States) KeysOfTopic(id [16]byte) []SPKey {
+	return s.keysWhere(func(k SPKey) bool { return k.TopicID == id })
+}
+
+func (s *States) keysWhere(match func(SPKey) bool) []SPKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []SPKey
 	for k := range s.mu.snaps {
-		if k.TopicID == id {
+		if match(k) {
 			out = append(out, k)
 		}
 	}
