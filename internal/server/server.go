@@ -313,4 +313,7 @@ func (c *conn) complete(r *engine.Response) {
 	c.reply(r)
 }
 
-func (c *conn) Closed() { c.b.Metrics().ConnClosed() }
+func (c *conn) Closed() {
+	c.b.Metrics().ConnClosed()
+	c.b.ConnectionClosed(c.s)
+}
