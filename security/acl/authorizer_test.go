@@ -88,7 +88,7 @@ func TestAuthorize(t *testing.T) {
 				{bob, "h", OpWrite, ResourceTopic, "app.x", false},
 			}},
 		{name: "deny of ALL denies everything, for User:*",
-			acls: []Binding{allow(ResourceTopic, PatternLiteral, "t", alice, OpAll), deny(ResourceTopic, PatternLiteral, "t", WildcardPrincipal, OpAll)},
+			acls:   []Binding{allow(ResourceTopic, PatternLiteral, "t", alice, OpAll), deny(ResourceTopic, PatternLiteral, "t", WildcardPrincipal, OpAll)},
 			checks: []check{{alice, "h", OpDescribe, ResourceTopic, "t", false}}},
 		{name: "implied operations",
 			acls: []Binding{
