@@ -101,6 +101,10 @@ type Config struct {
 	// core). cmd/sluice reads them; the engine never touches a socket.
 	Net      string
 	NetLoops int
+
+	// Authz is authorization, client quotas and connection limits
+	// (authz.go, configkeys_authz.go).
+	Authz AuthzConfig
 }
 
 // DefaultConfig returns the embedded defaults that `sluice serve` runs

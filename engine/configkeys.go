@@ -297,7 +297,7 @@ var configKeys = append([]configKey{
 	ignored("num.recovery.threads.per.data.dir", typeInt),
 	ignored("transaction.state.log.replication.factor", typeInt), ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
-}, groupBrokerKeys()...)
+}, append(groupBrokerKeys(), authzKeys()...)...)
 
 // throttledReplicasKey is a topic's list of throttled replicas, checked
 // as Kafka's ThrottledReplicaListValidator does.

@@ -52,6 +52,7 @@ type Request struct {
 	broker *Broker
 	done   func(*Response)
 	frame  frameWriter
+	authz  requestAuthz // authz.go
 }
 
 var errMalformed = errors.New("malformed request")
@@ -125,6 +126,9 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 	}
 	r.Msg = msg
 	b.metrics.requestStarted(a)
+	if !b.admit(r) { // authz.go: ACLs
+		return
+	}
 	if b.cluster != nil && writesGroupLog(r.Key) {
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
@@ -171,6 +175,9 @@ func skipTags(b []byte) ([]byte, error) {
 // the request.
 func (r *Request) Respond(resp kmsg.Response) {
 	resp.SetVersion(r.Version)
+	if r.authz.post != nil {
+		r.authz.post(resp) // authz.go: denied resources back in, hidden ones out
+	}
 	w := r.beginResponse(resp.IsFlexible())
 	w.r.buf = resp.AppendTo(w.r.buf)
 	r.finish(w.finish())
