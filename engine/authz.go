@@ -29,7 +29,6 @@ package engine
 // Authorize (an index lookup, no allocation: BenchmarkAuthorizeProduce).
 
 import (
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,7 +102,7 @@ func (b *Broker) applyAuthz(img metadata.Image) {
 		return
 	}
 	m := img.ACLs()
-	id := reflect.ValueOf(m).Pointer()
+	id := mapIdentity(m)
 	b.authz.mu.Lock()
 	defer b.authz.mu.Unlock()
 	if id == b.authz.acls {

@@ -182,9 +182,11 @@ func maps_equal(a, b map[string]int16) bool {
 }
 
 // oneBatch is a one-record batch as a plain producer sends it.
-func oneBatch(t *testing.T) []byte {
+func oneBatch(t *testing.T) []byte { return engineBatch(t, []byte("x")) }
+
+func engineBatch(t *testing.T, value []byte) []byte {
 	return engine.BuildTestBatch(t, engine.TestBatchOpts{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: time.Now().UnixMilli()},
-		engine.TestRecord{Value: []byte("x")})
+		engine.TestRecord{Value: value})
 }
 
 func TestAuthzAdminAPIs(t *testing.T) {

@@ -178,9 +178,12 @@ func (r *Request) Respond(resp kmsg.Response) {
 	if r.authz.post != nil {
 		r.authz.post(resp) // authz.go: denied resources back in, hidden ones out
 	}
+	mute := r.throttleResponse(resp) // quota.go
 	w := r.beginResponse(resp.IsFlexible())
 	w.r.buf = resp.AppendTo(w.r.buf)
-	r.finish(w.finish())
+	out := w.finish()
+	out.Mute = mute
+	r.finish(out)
 }
 
 // beginResponse starts a response frame with its header; handlers that
@@ -206,6 +209,7 @@ func (r *Request) closeConn() {
 }
 
 func (r *Request) finish(resp *Response) {
+	r.throttleFetch(resp) // quota.go: Fetch encodes its own answer
 	r.broker.metrics.requestDone(r, resp)
 	r.done(resp)
 }

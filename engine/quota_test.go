@@ -1,0 +1,73 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/internal/testbroker"
+)
+
+// A client over its producer_byte_rate is answered with throttle_time_ms,
+// and one within it is not; the quotas round-trip through
+// AlterClientQuotas / DescribeClientQuotas.
+func TestQuotaThrottlesProducer(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := tb.Admin(t)
+	ctx := adminCtx(t)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("slow")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "user"}}, // the default user
+			Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1 << 30}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("bad")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1.5}}},
+	})
+	if err != nil || len(res) != 3 || res[0].Err != nil || res[1].Err != nil || res[2].Err == nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(described) != 2 {
+		t.Fatalf("describe: %v %+v", err, described)
+	}
+
+	throttle := func(clientID string) int32 {
+		cl := tb.Client(t, kgo.ClientID(clientID))
+		var last int32
+		for i := 0; i < 5; i++ {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = 1, 5000
+			pt := kmsg.NewProduceRequestTopic()
+			pt.Topic = "q"
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Records = oneBigBatch(t, 8<<10)
+			pt.Partitions = append(pt.Partitions, pp)
+			req.Topics = append(req.Topics, pt)
+			resp := request[*kmsg.ProduceResponse](t, cl, req)
+			if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
+				t.Fatalf("produce: %d", ec)
+			}
+			if last = resp.ThrottleMillis; last > 0 {
+				break // the connection is muted for that long now
+			}
+		}
+		return last
+	}
+	if ms := throttle("slow"); ms <= 0 {
+		t.Fatalf("40 KiB at 1 KiB/s: throttle %d ms", ms)
+	} else {
+		t.Logf("slow producer throttled %d ms", ms)
+	}
+	if ms := throttle("fast"); ms != 0 {
+		t.Fatalf("unquota'd client throttled %d ms", ms)
+	}
+}
+
+func oneBigBatch(t *testing.T, n int) []byte {
+	return engineBatch(t, make([]byte, n))
+}
