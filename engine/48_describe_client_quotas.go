@@ -92,7 +92,9 @@ func describeQuotas(img metadata.Image, req *kmsg.DescribeClientQuotasRequest) [
 		}
 		out = append(out, entry)
 	}
-	slices.SortFunc(out, func(a, b kmsg.DescribeClientQuotasResponseEntry) int { return strings.Compare(entityString(a), entityString(b)) })
+	slices.SortFunc(out, func(a, b kmsg.DescribeClientQuotasResponseEntry) int {
+		return strings.Compare(entityString(a), entityString(b))
+	})
 	return out
 }
 

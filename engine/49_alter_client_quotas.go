@@ -42,7 +42,9 @@ func (b *Broker) handleAlterClientQuotas(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	decide := func(img metadata.Image) ([]metadata.Record, kmsg.Response) { return controller.AlterClientQuotas(img, req) }
+	decide := func(img metadata.Image) ([]metadata.Record, kmsg.Response) {
+		return controller.AlterClientQuotas(img, req)
+	}
 	r.Respond(b.adminChange(req, decide, func(resp kmsg.Response, img metadata.Image) bool {
 		return req.ValidateOnly || quotasApplied(req, resp.(*kmsg.AlterClientQuotasResponse), img)
 	}, failed))
