@@ -24,55 +24,57 @@ func init() {
 	topic, group, txn := acl.ResourceTopic, acl.ResourceGroup, acl.ResourceTransactionalID
 	topicCode, groupCode := kerr.TopicAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code
 	for key, rule := range map[kmsg.Key]authzRule{
-		kmsg.Produce:                    authorizeProduce,
-		kmsg.Fetch:                      allowAll, // per partition, in the handler (fetchDenied)
-		kmsg.ListOffsets:                postTopics(acl.OpDescribe, "Partitions"),
-		kmsg.Metadata:                   authorizeMetadata,
-		kmsg.OffsetCommit:               all(wholeGroup(acl.OpRead, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
-		kmsg.OffsetFetch:                authorizeOffsetFetch,
-		kmsg.FindCoordinator:            authorizeFindCoordinator,
-		kmsg.JoinGroup:                  wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.Heartbeat:                  wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.LeaveGroup:                 wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.SyncGroup:                  wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.DescribeGroups:             postGroups(acl.OpDescribe),
-		kmsg.ListGroups:                 authorizeListGroups,
-		kmsg.SASLHandshake:              allowAll,
-		kmsg.ApiVersions:                allowAll,
-		kmsg.SASLAuthenticate:           allowAll,
-		kmsg.CreateTopics:               authorizeCreateTopics,
-		kmsg.DeleteTopics:               authorizeDeleteTopics,
-		kmsg.DeleteRecords:              filterTopics(acl.OpDelete, "Partitions", topicCode),
-		kmsg.InitProducerID:             authorizeInitProducerID,
-		kmsg.OffsetForLeaderEpoch:       authorizeOffsetForLeaderEpoch,
-		kmsg.AddPartitionsToTxn:         authorizeAddPartitionsToTxn,
-		kmsg.AddOffsetsToTxn:            all(wholeTxn("TransactionalID"), wholeGroup(acl.OpRead, "Group", groupCode)),
-		kmsg.EndTxn:                     wholeTxn("TransactionalID"),
-		kmsg.WriteTxnMarkers:            wholeCluster(acl.OpClusterAction),
-		kmsg.TxnOffsetCommit:            all(wholeTxn("TransactionalID"), wholeGroup(acl.OpRead, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
-		kmsg.DescribeACLs:               allowAll, // 29_describe_acls.go: DESCRIBE on the cluster
-		kmsg.CreateACLs:                 allowAll, // 30_create_acls.go: ALTER on the cluster
-		kmsg.DeleteACLs:                 allowAll, // 31_delete_acls.go: ALTER on the cluster
-		kmsg.DescribeConfigs:            postConfigs(acl.OpDescribeConfigs),
-		kmsg.AlterConfigs:               filterConfigs(acl.OpAlterConfigs),
-		kmsg.IncrementalAlterConfigs:    filterConfigs(acl.OpAlterConfigs),
-		kmsg.DescribeLogDirs:            wholeCluster(acl.OpDescribe),
-		kmsg.CreatePartitions:           filterTopics(acl.OpAlter, "", topicCode),
-		kmsg.DeleteGroups:               filterGroups(acl.OpDelete),
-		kmsg.ElectLeaders:               wholeCluster(acl.OpAlter),
-		kmsg.AlterPartitionAssignments:  wholeCluster(acl.OpAlter),
-		kmsg.ListPartitionReassignments: wholeCluster(acl.OpDescribe),
-		kmsg.OffsetDelete:               all(wholeGroup(acl.OpDelete, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
-		kmsg.DescribeClientQuotas:       allowAll, // 48_describe_client_quotas.go
-		kmsg.AlterClientQuotas:          allowAll, // 49_alter_client_quotas.go
-		kmsg.DescribeQuorum:             wholeCluster(acl.OpDescribe),
-		kmsg.DescribeCluster:            allowAll, // Kafka checks nothing (authorized operations aside)
-		kmsg.DescribeProducers:          postTopics(acl.OpRead, "Partitions"),
-		kmsg.UnregisterBroker:           wholeCluster(acl.OpAlter),
-		kmsg.DescribeTransactions:       postResources(txn, acl.OpDescribe, "TransactionStates", "TransactionalID", kerr.TransactionalIDAuthorizationFailed.Code),
-		kmsg.ListTransactions:           authorizeListTransactions,
-		kmsg.ConsumerGroupHeartbeat:     wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.ConsumerGroupDescribe:      postResources(group, acl.OpDescribe, "Groups", "Group", groupCode),
+		kmsg.Produce:                      authorizeProduce,
+		kmsg.Fetch:                        allowAll, // per partition, in the handler (fetchDenied)
+		kmsg.ListOffsets:                  postTopics(acl.OpDescribe, "Partitions"),
+		kmsg.Metadata:                     authorizeMetadata,
+		kmsg.OffsetCommit:                 all(wholeGroup(acl.OpRead, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
+		kmsg.OffsetFetch:                  authorizeOffsetFetch,
+		kmsg.FindCoordinator:              authorizeFindCoordinator,
+		kmsg.JoinGroup:                    wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.Heartbeat:                    wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.LeaveGroup:                   wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.SyncGroup:                    wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.DescribeGroups:               postGroups(acl.OpDescribe),
+		kmsg.ListGroups:                   authorizeListGroups,
+		kmsg.SASLHandshake:                allowAll,
+		kmsg.ApiVersions:                  allowAll,
+		kmsg.SASLAuthenticate:             allowAll,
+		kmsg.CreateTopics:                 authorizeCreateTopics,
+		kmsg.DeleteTopics:                 authorizeDeleteTopics,
+		kmsg.DeleteRecords:                filterTopics(acl.OpDelete, "Partitions", topicCode),
+		kmsg.InitProducerID:               authorizeInitProducerID,
+		kmsg.OffsetForLeaderEpoch:         authorizeOffsetForLeaderEpoch,
+		kmsg.AddPartitionsToTxn:           authorizeAddPartitionsToTxn,
+		kmsg.AddOffsetsToTxn:              all(wholeTxn("TransactionalID"), wholeGroup(acl.OpRead, "Group", groupCode)),
+		kmsg.EndTxn:                       wholeTxn("TransactionalID"),
+		kmsg.WriteTxnMarkers:              wholeCluster(acl.OpClusterAction),
+		kmsg.TxnOffsetCommit:              all(wholeTxn("TransactionalID"), wholeGroup(acl.OpRead, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
+		kmsg.DescribeACLs:                 allowAll, // 29_describe_acls.go: DESCRIBE on the cluster
+		kmsg.CreateACLs:                   allowAll, // 30_create_acls.go: ALTER on the cluster
+		kmsg.DeleteACLs:                   allowAll, // 31_delete_acls.go: ALTER on the cluster
+		kmsg.DescribeConfigs:              postConfigs(acl.OpDescribeConfigs),
+		kmsg.AlterConfigs:                 filterConfigs(acl.OpAlterConfigs),
+		kmsg.IncrementalAlterConfigs:      filterConfigs(acl.OpAlterConfigs),
+		kmsg.DescribeLogDirs:              wholeCluster(acl.OpDescribe),
+		kmsg.CreatePartitions:             filterTopics(acl.OpAlter, "", topicCode),
+		kmsg.DeleteGroups:                 filterGroups(acl.OpDelete),
+		kmsg.ElectLeaders:                 wholeCluster(acl.OpAlter),
+		kmsg.AlterPartitionAssignments:    wholeCluster(acl.OpAlter),
+		kmsg.ListPartitionReassignments:   wholeCluster(acl.OpDescribe),
+		kmsg.OffsetDelete:                 all(wholeGroup(acl.OpDelete, "Group", groupCode), filterTopics(acl.OpRead, "Partitions", topicCode)),
+		kmsg.DescribeClientQuotas:         allowAll, // 48_describe_client_quotas.go
+		kmsg.AlterClientQuotas:            allowAll, // 49_alter_client_quotas.go
+		kmsg.DescribeQuorum:               wholeCluster(acl.OpDescribe),
+		kmsg.DescribeCluster:              allowAll, // Kafka checks nothing (authorized operations aside)
+		kmsg.DescribeProducers:            postTopics(acl.OpRead, "Partitions"),
+		kmsg.UnregisterBroker:             wholeCluster(acl.OpAlter),
+		kmsg.DescribeTransactions:         postResources(txn, acl.OpDescribe, "TransactionStates", "TransactionalID", kerr.TransactionalIDAuthorizationFailed.Code),
+		kmsg.DescribeUserSCRAMCredentials: wholeCluster(acl.OpDescribe),
+		kmsg.AlterUserSCRAMCredentials:    authorizeAlterScram,
+		kmsg.ListTransactions:             authorizeListTransactions,
+		kmsg.ConsumerGroupHeartbeat:       wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.ConsumerGroupDescribe:        postResources(group, acl.OpDescribe, "Groups", "Group", groupCode),
 	} {
 		authzTable[key.Int16()] = rule
 	}

@@ -402,3 +402,28 @@ func authorizeListTransactions(r *Request) bool {
 	})
 	return true
 }
+
+// authorizeAlterScram: ALTER on the cluster, else every user of the
+// request answers CLUSTER_AUTHORIZATION_FAILED.
+func authorizeAlterScram(r *Request) bool {
+	if r.allowedCluster(acl.OpAlter) {
+		return true
+	}
+	req := r.Msg.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if !seen[user] {
+			seen[user] = true
+			resp.Results = append(resp.Results, kmsg.AlterUserSCRAMCredentialsResponseResult{User: user, ErrorCode: kerr.ClusterAuthorizationFailed.Code})
+		}
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	r.Respond(resp)
+	return false
+}
