@@ -36,6 +36,9 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
 		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
 		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		// Authorization, quotas and connection limits (configkeys_authz.go).
+		Authz: AuthzConfig{MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, MaxConnectionCreateRate: math.MaxInt32,
+			QuotaWindowNum: 11, QuotaWindowSeconds: 1},
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
