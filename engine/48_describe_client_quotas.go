@@ -70,7 +70,7 @@ func entityPart(e metadata.QuotaEntity, typ string) *metadata.EntityName {
 }
 
 func describeQuotas(img metadata.Image, req *kmsg.DescribeClientQuotasRequest) []kmsg.DescribeClientQuotasResponseEntry {
-	var out []kmsg.DescribeClientQuotasResponseEntry
+	out := []kmsg.DescribeClientQuotasResponseEntry{} // null would mean an error to Java's admin client
 	for e, kv := range img.ClientQuotas() {
 		if !quotaMatches(e, req) {
 			continue

@@ -71,3 +71,23 @@ func TestQuotaThrottlesProducer(t *testing.T) {
 func oneBigBatch(t *testing.T, n int) []byte {
 	return engineBatch(t, make([]byte, n))
 }
+
+// Regression: with no quota matching, the entries were encoded as null,
+// which Java's admin client reads as a failed request (kafka-configs
+// --alter of a user's quota describes the user's quotas first and died
+// with a NullPointerException).
+func TestDescribeClientQuotasNoMatchIsEmptyNotNull(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := tb.Client(t)
+	for _, v := range []int16{0, 1} {
+		req := kmsg.NewPtrDescribeClientQuotasRequest()
+		req.Version = v
+		c := kmsg.NewDescribeClientQuotasRequestComponent()
+		c.EntityType, c.MatchType, c.Match = "user", 0, kmsg.StringPtr("nobody")
+		req.Components = append(req.Components, c)
+		resp := request[*kmsg.DescribeClientQuotasResponse](t, cl, req)
+		if resp.ErrorCode != 0 || resp.Entries == nil {
+			t.Fatalf("v%d: code %d, entries %v (nil means null)", v, resp.ErrorCode, resp.Entries)
+		}
+	}
+}
