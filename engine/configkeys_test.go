@@ -164,6 +164,9 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 		// Dynamic-only in Kafka: the replication throttles.
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
+		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
+		"max.connections": {0, i32}, "max.connections.per.ip": {0, i32}, "max.connection.creation.rate": {0, i32},
+		"quota.window.num": {1, i32}, "quota.window.size.seconds": {1, i32},
 	}
 	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
 	for _, s := range groupBrokerSpecs {
