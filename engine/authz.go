@@ -29,6 +29,7 @@ package engine
 // Authorize (an index lookup, no allocation: BenchmarkAuthorizeProduce).
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,7 +179,14 @@ func (b *Broker) admit(r *Request) bool {
 
 // authorize runs the request's row of the table. It returns false when
 // it answered the request itself.
-func (b *Broker) authorize(r *Request) bool {
+func (b *Broker) authorize(r *Request) (served bool) {
+	defer func() {
+		if p := recover(); p != nil { // a bug here must not take the broker down
+			b.log.Error("authorization panic", "api", kmsg.NameForKey(r.Key), "panic", fmt.Sprint(p))
+			r.closeConn()
+			served = false
+		}
+	}()
 	row := authzTable[r.Key]
 	if row == nil {
 		if b.authorizer().IsSuperUser(r.Session.Principal) {
