@@ -127,29 +127,46 @@ func TestAuthzProduceFetchMetadata(t *testing.T) {
 		t.Fatalf("secret has %d records, want admin's 1", hw)
 	}
 
-	// Fetch: secret answers TOPIC_AUTHORIZATION_FAILED with no records.
-	freq := kmsg.NewPtrFetchRequest()
-	freq.ReplicaID, freq.MaxBytes = -1, 1<<20
-	for _, n := range []string{"orders", "secret"} {
-		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = n
-		for p := int32(0); p < 2; p++ {
-			fp := kmsg.NewFetchRequestTopicPartition()
-			fp.Partition, fp.PartitionMaxBytes = p, 1<<20
-			ft.Partitions = append(ft.Partitions, fp)
-		}
-		freq.Topics = append(freq.Topics, ft)
-	}
-	freq.Version = 12 // topics by name
-	fresp := request[*kmsg.FetchResponse](t, alice, freq)
-	for _, tp := range fresp.Topics {
-		for _, p := range tp.Partitions {
-			switch {
-			case tp.Topic == "secret" && (p.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(p.RecordBatches) > 0):
-				t.Errorf("fetch secret/%d: code %d, %d bytes", p.Partition, p.ErrorCode, len(p.RecordBatches))
-			case tp.Topic == "orders" && p.ErrorCode != 0:
-				t.Errorf("fetch orders/%d: code %d", p.Partition, p.ErrorCode)
+	// Fetch: secret answers TOPIC_AUTHORIZATION_FAILED with no records,
+	// by name (v12) and by id (v13+).
+	for _, v := range []int16{12, 16} {
+		rc := dialRaw(t, tb.Addr)
+		rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("alice"))
+		freq := kmsg.NewPtrFetchRequest()
+		freq.ReplicaID, freq.MaxBytes = -1, 1<<20
+		names := map[[16]byte]string{}
+		for _, n := range []string{"orders", "secret"} {
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic, ft.TopicID = n, tb.Broker.Topic(n).ID
+			names[ft.TopicID] = n
+			for p := int32(0); p < 2; p++ {
+				fp := kmsg.NewFetchRequestTopicPartition()
+				fp.Partition, fp.PartitionMaxBytes = p, 1<<20
+				ft.Partitions = append(ft.Partitions, fp)
 			}
+			freq.Topics = append(freq.Topics, ft)
+		}
+		fresp := do[*kmsg.FetchResponse](rc, freq, v)
+		seen := 0
+		for _, tp := range fresp.Topics {
+			name := tp.Topic
+			if v >= 13 {
+				name = names[tp.TopicID]
+			}
+			for _, p := range tp.Partitions {
+				seen++
+				switch {
+				case name == "secret" && (p.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(p.RecordBatches) > 0):
+					t.Errorf("v%d fetch secret/%d: code %d, %d bytes", v, p.Partition, p.ErrorCode, len(p.RecordBatches))
+				case name == "orders" && p.ErrorCode != 0:
+					t.Errorf("v%d fetch orders/%d: code %d", v, p.Partition, p.ErrorCode)
+				case name != "orders" && name != "secret":
+					t.Errorf("v%d fetch answered topic %q", v, name)
+				}
+			}
+		}
+		if seen != 4 {
+			t.Errorf("v%d fetch answered %d partitions, want 4", v, seen)
 		}
 	}
 
@@ -258,5 +275,24 @@ func TestAuthzAdminAPIs(t *testing.T) {
 	tb.Restart(t)
 	if n := tb.Broker.ACLCount(); n != 1 {
 		t.Fatalf("%d ACLs after restart", n)
+	}
+}
+
+// Regression: a full Metadata answer came from the broker-wide cache of
+// encoded answers (every topic) once another client had filled it, so an
+// authorized principal's listing showed topics it may not describe.
+func TestAuthzFullMetadataNotFromTheSharedCache(t *testing.T) {
+	tb, adm := startSecured(t)
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral))
+	admin := tb.Client(t, kgo.ClientID("admin"))
+	alice := tb.Client(t, kgo.ClientID("alice"))
+	for i := 0; i < 2; i++ { // the second round finds the cache filled
+		if md := request[*kmsg.MetadataResponse](t, admin, kmsg.NewPtrMetadataRequest()); len(md.Topics) < 3 {
+			t.Fatalf("admin sees %d topics", len(md.Topics))
+		}
+		md := request[*kmsg.MetadataResponse](t, alice, kmsg.NewPtrMetadataRequest())
+		if len(md.Topics) != 1 || *md.Topics[0].Topic != "orders" {
+			t.Fatalf("round %d: alice sees %d topics", i, len(md.Topics))
+		}
 	}
 }

@@ -45,6 +45,9 @@ func authorizeMetadata(r *Request) bool {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	b := r.broker
 	if req.Topics == nil || r.Version == 0 && len(req.Topics) == 0 {
+		// Every topic the principal may describe. The handler would
+		// answer from the broker-wide cache of encoded full answers
+		// (metadata_cache.go), which holds every topic: answer here.
 		r.addPost(func(resp kmsg.Response) {
 			out := resp.(*kmsg.MetadataResponse)
 			kept := out.Topics[:0]
@@ -55,6 +58,11 @@ func authorizeMetadata(r *Request) bool {
 			}
 			out.Topics = kept
 		})
+		if req.IncludeClusterAuthorizedOperations || req.IncludeTopicAuthorizedOperations {
+			r.addPost(func(resp kmsg.Response) { authorizedOps(r, req, resp.(*kmsg.MetadataResponse)) })
+		}
+		r.Respond(b.fullMetadata(req, r.Version, r.listener()))
+		return false
 	} else {
 		autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
 		img := b.image()

@@ -91,3 +91,50 @@ func TestDescribeClientQuotasNoMatchIsEmptyNotNull(t *testing.T) {
 		}
 	}
 }
+
+// A consumer over its consumer_byte_rate gets throttle_time_ms in the
+// Fetch answer, which the broker encodes itself (the throttle is written
+// into the encoded frame), at a flexible and a non-flexible version.
+func TestQuotaThrottlesConsumer(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := tb.Admin(t)
+	ctx := adminCtx(t)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "cq"); err != nil {
+		t.Fatal(err)
+	}
+	prod := tb.Client(t, kgo.DefaultProduceTopic("cq"))
+	for i := 0; i < 4; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 16<<10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("reader")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1024}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{11, 12, 16} {
+		rc := dialRaw(t, tb.Addr)
+		rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("reader"))
+		var ms int32
+		for i := 0; i < 4 && ms == 0; i++ {
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID, req.MaxBytes = -1, 1<<20
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic, ft.TopicID = "cq", tb.Broker.Topic("cq").ID
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.PartitionMaxBytes = 1 << 20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			resp := do[*kmsg.FetchResponse](rc, req, v)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+				t.Fatalf("v%d: fetch read nothing: %+v", v, resp)
+			}
+			ms = resp.ThrottleMillis
+		}
+		if ms <= 0 {
+			t.Fatalf("v%d: 4 × 64 KiB at 1 KiB/s and no throttle", v)
+		}
+		t.Logf("fetch v%d throttled %d ms", v, ms)
+	}
+}
