@@ -2,13 +2,16 @@ package server_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/sluice-broker/sluice/engine"
@@ -143,5 +146,48 @@ func TestKafkaACLAndQuotaTools(t *testing.T) {
 	d, err := kadm.NewClient(saslClient(t, tb, "admin")).DescribeClientQuotas(ctxT(t), false, nil)
 	if err != nil || len(d) != 2 {
 		t.Fatalf("quotas: %v %+v", err, d)
+	}
+}
+
+// TestConnectionLimits: over max.connections.per.ip a connection's first
+// request closes it unanswered, on every backend; closing one frees its
+// slot. (127.0.0.1 is the only address a test can come from, so the
+// override of another address shows only in the unit test.)
+func TestConnectionLimits(t *testing.T) {
+	for _, backend := range netBackends(t) {
+		t.Run(backend, func(t *testing.T) {
+			tb := testbroker.StartNet(t, backend, set("max.connections.per.ip", "2"))
+			dial := func() *rawClient {
+				c, err := net.Dial("tcp", tb.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				return &rawClient{c: c}
+			}
+			a, b := dial(), dial()
+			for _, rc := range []*rawClient{a, b} {
+				if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+					t.Fatalf("a connection within the limit: %v", err)
+				}
+			}
+			if _, err := dial().roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
+				t.Fatal("a third connection from 127.0.0.1 was served")
+			}
+			a.c.Close()
+			// The broker notices the close in its own time; a new
+			// connection is admitted once it has.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := dial().roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the closed connection's slot was never freed")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -15,18 +15,22 @@ func TestConnLimiter(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Unix(1000, 0)
-	admit := func(ip string) bool { ok, _ := l.admit(ip, now); return ok }
-	if !admit("10.0.0.1") || !admit("10.0.0.1") || admit("10.0.0.1") {
-		t.Fatal("per-ip limit of 2")
-	}
-	if admit("10.0.0.9") {
-		t.Fatal("override of 0 admitted")
-	}
-	if !admit("10.0.0.8") || !admit("10.0.0.8") || admit("10.0.0.8") {
-		t.Fatal("max.connections of 4 (override 3 would allow a third)")
+	for i, step := range []struct {
+		ip   string
+		want bool
+		why  string
+	}{
+		{"10.0.0.1", true, ""}, {"10.0.0.1", true, ""}, {"10.0.0.1", false, "per-ip limit of 2"},
+		{"10.0.0.9", false, "override of 0"},
+		{"10.0.0.8", true, ""}, {"10.0.0.8", true, ""},
+		{"10.0.0.8", false, "max.connections of 4 (the override of 3 would allow a third)"},
+	} {
+		if ok, _ := l.admit(step.ip, now); ok != step.want {
+			t.Fatalf("step %d (%s): admitted %v; %s", i, step.ip, ok, step.why)
+		}
 	}
 	l.release("10.0.0.1")
-	if !admit("10.0.0.1") {
+	if ok, _ := l.admit("10.0.0.1", now); !ok {
 		t.Fatal("a released slot was not reused")
 	}
 	if _, err := newConnLimiter(engine.AuthzConfig{MaxConnectionsPerIPOver: "nonsense"}); err == nil {
