@@ -35,7 +35,7 @@ func init() {
 		kmsg.Heartbeat:                    wholeGroup(acl.OpRead, "Group", groupCode),
 		kmsg.LeaveGroup:                   wholeGroup(acl.OpRead, "Group", groupCode),
 		kmsg.SyncGroup:                    wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.DescribeGroups:               postGroups(acl.OpDescribe),
+		kmsg.DescribeGroups:               all(postGroups(acl.OpDescribe), postGroupOps),
 		kmsg.ListGroups:                   authorizeListGroups,
 		kmsg.SASLHandshake:                allowAll,
 		kmsg.ApiVersions:                  allowAll,
@@ -66,7 +66,7 @@ func init() {
 		kmsg.DescribeClientQuotas:         allowAll, // 48_describe_client_quotas.go
 		kmsg.AlterClientQuotas:            allowAll, // 49_alter_client_quotas.go
 		kmsg.DescribeQuorum:               wholeCluster(acl.OpDescribe),
-		kmsg.DescribeCluster:              allowAll, // Kafka checks nothing (authorized operations aside)
+		kmsg.DescribeCluster:              postClusterOps, // Kafka checks nothing; the authorized operations are the principal's
 		kmsg.DescribeProducers:            postTopics(acl.OpRead, "Partitions"),
 		kmsg.UnregisterBroker:             wholeCluster(acl.OpAlter),
 		kmsg.DescribeTransactions:         postResources(txn, acl.OpDescribe, "TransactionStates", "TransactionalID", kerr.TransactionalIDAuthorizationFailed.Code),

@@ -296,3 +296,25 @@ func TestAuthzFullMetadataNotFromTheSharedCache(t *testing.T) {
 		}
 	}
 }
+
+// Authorized-operation bitfields (Metadata v8+, DescribeCluster) report
+// what the principal may do, implied DESCRIBE included.
+func TestAuthzAuthorizedOperations(t *testing.T) {
+	tb, adm := startSecured(t)
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpRead, kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	addACLs(t, adm, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpIdempotentWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	alice := tb.Client(t, kgo.ClientID("alice"))
+	req := kmsg.NewPtrMetadataRequest()
+	req.IncludeClusterAuthorizedOperations, req.IncludeTopicAuthorizedOperations = true, true
+	md := request[*kmsg.MetadataResponse](t, alice, req)
+	const read, write, describe, idempotentWrite = 1 << 3, 1 << 4, 1 << 8, 1 << 12
+	if len(md.Topics) != 1 || md.Topics[0].AuthorizedOperations != read|write|describe {
+		t.Fatalf("topics %+v", md.Topics)
+	}
+	// (Metadata v11+ has no cluster bitfield; DescribeCluster has it.)
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.IncludeClusterAuthorizedOperations = true
+	if resp := request[*kmsg.DescribeClusterResponse](t, alice, dc); resp.ClusterAuthorizedOperations != idempotentWrite {
+		t.Fatalf("DescribeCluster operations %b", resp.ClusterAuthorizedOperations)
+	}
+}

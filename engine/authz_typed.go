@@ -435,3 +435,31 @@ func authorizeAlterScram(r *Request) bool {
 	r.Respond(resp)
 	return false
 }
+
+// postClusterOps reports the cluster operations the principal may
+// perform, when DescribeCluster asks for them.
+func postClusterOps(r *Request) bool {
+	if req := r.Msg.(*kmsg.DescribeClusterRequest); req.IncludeClusterAuthorizedOperations {
+		r.addPost(func(resp kmsg.Response) {
+			out := resp.(*kmsg.DescribeClusterResponse)
+			out.ClusterAuthorizedOperations = opsBits(r, acl.ResourceCluster, acl.ClusterName, clusterAuthorizedOps)
+		})
+	}
+	return true
+}
+
+// postGroupOps reports the group operations the principal may perform,
+// when DescribeGroups asks for them.
+func postGroupOps(r *Request) bool {
+	if req := r.Msg.(*kmsg.DescribeGroupsRequest); req.IncludeAuthorizedOperations {
+		r.addPost(func(resp kmsg.Response) {
+			out := resp.(*kmsg.DescribeGroupsResponse)
+			for i := range out.Groups {
+				if g := &out.Groups[i]; g.ErrorCode == 0 {
+					g.AuthorizedOperations = opsBits(r, acl.ResourceGroup, g.Group, groupOperations)
+				}
+			}
+		})
+	}
+	return true
+}
