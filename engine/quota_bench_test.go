@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-broker/sluice/engine"
 	"github.com/sluice-broker/sluice/internal/testbroker"
 )
 
@@ -28,7 +29,11 @@ func BenchmarkQuotaLimitedProducer(b *testing.B) {
 	if s, err := strconv.Atoi(os.Getenv("SLUICE_QUOTA_BENCH_SECONDS")); err == nil && s > 0 {
 		secs = s
 	}
-	tb := testbroker.Start(b)
+	windows := int32(11) // quota.window.num ($SLUICE_QUOTA_BENCH_WINDOWS)
+	if w, err := strconv.Atoi(os.Getenv("SLUICE_QUOTA_BENCH_WINDOWS")); err == nil && w > 1 {
+		windows = int32(w)
+	}
+	tb := testbroker.Start(b, func(c *engine.Config) { c.Authz.QuotaWindowNum = windows })
 	adm := tb.Admin(b)
 	ctx := context.Background()
 	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "quota-bench"); err != nil {
@@ -50,7 +55,7 @@ func BenchmarkQuotaLimitedProducer(b *testing.B) {
 		// of elapsed time, so a new client may first send about that
 		// many seconds' worth at once; the steady rate is measured after
 		// the first full span of samples (11 s).
-		warm := start.Add(11 * time.Second)
+		warm := start.Add(time.Duration(windows) * time.Second)
 		var warmAcked int64 = -1
 		for now := time.Now(); now.Before(deadline); now = time.Now() {
 			if warmAcked < 0 && !now.Before(warm) {
@@ -69,11 +74,11 @@ func BenchmarkQuotaLimitedProducer(b *testing.B) {
 		cl.Close()
 		b.ReportMetric(rate/(1<<20), "MiB/s")
 		b.ReportMetric(rate/quota, "rate/quota")
-		if warmAcked >= 0 && secs > 11 {
+		if warmAcked >= 0 && secs > int(windows) {
 			steady := float64(total-warmAcked) / end.Sub(warm).Seconds()
 			b.ReportMetric(steady/quota, "steady/quota")
-			b.Logf("after the first 11 s: %.3f MiB/s (%.2f of the quota)", steady/(1<<20), steady/quota)
+			b.Logf("after the first %d s: %.3f MiB/s (%.2f of the quota)", windows, steady/(1<<20), steady/quota)
 		}
-		b.Logf("%d s at producer_byte_rate=1 MiB/s: %.3f MiB/s of record values (%.2f of the quota)", secs, rate/(1<<20), rate/quota)
+		b.Logf("%d s at producer_byte_rate=1 MiB/s, quota.window.num=%d: %.3f MiB/s of record values (%.2f of the quota)", secs, windows, rate/(1<<20), rate/quota)
 	}
 }
