@@ -149,9 +149,9 @@ func TestKafkaACLAndQuotaTools(t *testing.T) {
 	}
 }
 
-// TestConnectionLimits: over max.connections.per.ip a connection's first
-// request closes it unanswered, on every backend; closing one frees its
-// slot. (127.0.0.1 is the only address a test can come from, so the
+// TestConnectionLimits: over max.connections.per.ip a connection is
+// closed by the broker, unanswered if it sent a request, on every
+// backend; closing one frees its slot. (127.0.0.1 is the only address a test can come from, so the
 // override of another address shows only in the unit test.)
 func TestConnectionLimits(t *testing.T) {
 	for _, backend := range netBackends(t) {
@@ -174,6 +174,10 @@ func TestConnectionLimits(t *testing.T) {
 			}
 			if _, err := dial().roundTrip(kmsg.NewPtrApiVersionsRequest()); err == nil {
 				t.Fatal("a third connection from 127.0.0.1 was served")
+			}
+			// One that sends nothing is closed by the broker all the same.
+			if n, err := dial().c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("a refused idle connection was left open (read %d, %v)", n, err)
 			}
 			a.c.Close()
 			// The broker notices the close in its own time; a new

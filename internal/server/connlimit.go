@@ -3,11 +3,13 @@ package server
 // Connection limits, with Kafka's keys: max.connections (all listeners),
 // max.connections.per.ip with max.connections.per.ip.overrides
 // (host:count,...), max.connection.creation.rate (new connections per
-// second, broker-wide). A connection over a limit is refused: its first
-// request closes it unanswered and it counts against nothing. (Kafka
-// closes it at accept, and makes an over-limit max.connections or
-// creation rate wait in the accept queue instead; netpoll has no hook
-// before its first read yet, so the refusal happens at the first frame.)
+// second, broker-wide). A connection over a limit is refused and counts
+// against nothing: its handler's deadline (netpoll.Deadliner) has passed,
+// so the network layer closes it at once (goroutine backend) or at the
+// event loop's next tick, and a request it sends first is not answered.
+// (Kafka closes an over-limit connection per ip at accept, and makes one
+// over max.connections or the creation rate wait in the accept queue
+// instead.)
 
 import (
 	"fmt"
@@ -120,9 +122,10 @@ func ipOf(a net.Addr) string {
 	return host
 }
 
-// refused is the handler of a connection over a limit: its first request
-// closes it.
+// refused is the handler of a connection over a limit: past its deadline
+// from the start, and a request closes it.
 type refused struct{}
 
 func (refused) Serve(_ []byte, reply func(netpoll.Reply)) { reply(&engine.Response{Close: true}) }
 func (refused) Closed()                                   {}
+func (refused) Deadline() int64                           { return 1 } // long past: close now
