@@ -135,6 +135,13 @@ type requestAuthz struct {
 	lastTopic   string
 	lastAllowed bool
 	lastValid   bool
+	// inline is true while the handler runs in dispatch: an answer given
+	// then took handler time only, one given later (a parked fetch, a
+	// rebalance, acks=all) mostly waited (quota.go).
+	inline atomic.Bool
+	// viaRespond marks an answer built by Respond, whose throttle is
+	// set there (quota.go).
+	viaRespond bool
 }
 
 // authorizer returns the broker's authorizer, nil when there is none.

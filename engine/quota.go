@@ -19,8 +19,11 @@ package engine
 //
 //   - producer_byte_rate: the record bytes of each produce;
 //   - consumer_byte_rate: the response bytes of each consumer fetch;
-//   - request_percentage: time in the handler (from dispatch to the
-//     answer), as a percentage of one thread;
+//   - request_percentage: time in the handler (from the frame's arrival
+//     to the answer), as a percentage of one thread, for requests
+//     answered while their handler runs; one answered later (a parked
+//     fetch, a rebalance, acks=all) spent that time waiting, not
+//     working, and is not counted;
 //   - controller_mutation_rate: partitions created or deleted by
 //     CreateTopics, CreatePartitions and DeleteTopics, per second
 //     (throttled after the fact; Kafka's strict rejection with
@@ -176,7 +179,10 @@ func (r *Request) throttleFor(resp kmsg.Response, size int64) time.Duration {
 		return 0
 	}
 	now := time.Now()
-	d := r.recordQuota(quotaRequest, float64(now.Sub(r.Received))/float64(time.Second)*100, now)
+	var d time.Duration
+	if r.authz.inline.Load() {
+		d = r.recordQuota(quotaRequest, float64(now.Sub(r.Received))/float64(time.Second)*100, now)
+	}
 	switch m := r.Msg.(type) {
 	case *kmsg.ProduceRequest:
 		d = max(d, r.recordQuota(quotaProduce, float64(produceBytes(m)), now))
@@ -219,25 +225,28 @@ func (r *Request) throttleResponse(resp kmsg.Response) time.Duration {
 	return d
 }
 
-// throttleFetch records a fetch answer's size and writes its throttle
-// into the encoded frame (ThrottleMillis opens the body, after the
-// 4-byte size, the correlation id and, v12+, the header's tag byte).
-func (r *Request) throttleFetch(resp *Response) {
-	if r.Key != kmsg.Fetch.Int16() || resp == nil || len(resp.Parts) == 0 {
+// throttleEncoded counts an answer its handler encoded itself: Fetch's
+// zero-copy frame, whose throttle it writes into the frame
+// (ThrottleMillis opens the body, after the 4-byte size, the correlation
+// id and, v12+, the header's tag byte), or a full Metadata from the
+// broker's cache, whose bytes are shared and stay as they are: its
+// throttle is the connection's mute alone.
+func (r *Request) throttleEncoded(resp *Response) {
+	if resp == nil || len(resp.Parts) == 0 || (r.Key != kmsg.Fetch.Int16() && r.Key != kmsg.Metadata.Int16()) {
 		return
 	}
 	d := r.throttleFor(nil, resp.Size)
 	if d <= 0 {
 		return
 	}
-	off := 8
-	if r.Version >= 12 {
-		off = 9
+	resp.Mute = d
+	if r.Key != kmsg.Fetch.Int16() {
+		return
 	}
+	off := 8 + btoi(r.Version >= 12)
 	if b := resp.Parts[0].Bytes; len(b) >= off+4 {
 		binary.BigEndian.PutUint32(b[off:], uint32(d.Milliseconds()))
 	}
-	resp.Mute = d
 }
 
 // rateSensor is one entity's rate of one quota kind over a window of

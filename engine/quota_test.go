@@ -138,3 +138,29 @@ func TestQuotaThrottlesConsumer(t *testing.T) {
 		t.Logf("fetch v%d throttled %d ms", v, ms)
 	}
 }
+
+// request_percentage counts handler time: a client with a tiny share of
+// a thread is throttled after a burst of Metadata requests (of named
+// topics: an answer of every topic comes from the broker's cache, whose
+// shared bytes carry no throttle; the connection is muted all the same).
+func TestQuotaThrottlesRequestTime(t *testing.T) {
+	tb := testbroker.Start(t)
+	if _, err := tb.Admin(t).AlterClientQuotas(adminCtx(t), []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("busy")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.001}}}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, tb.Addr)
+	rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("busy"))
+	req := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(offsetsTopicName)
+	req.Topics = append(req.Topics, mt)
+	for i := 0; i < 1000; i++ {
+		if resp := do[*kmsg.MetadataResponse](rc, req, 12); resp.ThrottleMillis > 0 {
+			t.Logf("throttled %d ms after %d requests", resp.ThrottleMillis, i+1)
+			return
+		}
+	}
+	t.Fatal("1000 Metadata requests at request_percentage=0.001 and no throttle")
+}

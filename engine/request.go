@@ -133,7 +133,9 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
+	r.authz.inline.Store(true) // quota.go: request_percentage counts inline answers
 	b.serve(r, a)
+	r.authz.inline.Store(false)
 }
 
 func (b *Broker) serve(r *Request, a *api) {
@@ -183,6 +185,7 @@ func (r *Request) Respond(resp kmsg.Response) {
 	w.r.buf = resp.AppendTo(w.r.buf)
 	out := w.finish()
 	out.Mute = mute
+	r.authz.viaRespond = true
 	r.finish(out)
 }
 
@@ -209,7 +212,9 @@ func (r *Request) closeConn() {
 }
 
 func (r *Request) finish(resp *Response) {
-	r.throttleFetch(resp) // quota.go: Fetch encodes its own answer
+	if !r.authz.viaRespond {
+		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
+	}
 	r.broker.metrics.requestDone(r, resp)
 	r.done(resp)
 }
