@@ -36,6 +36,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/controller"
 	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/security/acl"
 )
@@ -111,16 +112,10 @@ func (b *Broker) applyAuthz(img metadata.Image) {
 	}
 	bindings := make([]acl.Binding, 0, len(m))
 	for _, a := range m {
-		bindings = append(bindings, bindingOf(a))
+		bindings = append(bindings, controller.ACLBinding(a))
 	}
 	b.authz.cur.Store(acl.New(b.authz.cfg, bindings))
 	b.authz.acls = id
-}
-
-func bindingOf(a metadata.ACL) acl.Binding {
-	return acl.Binding{ResourceType: acl.ResourceType(a.ResourceType), ResourceName: a.ResourceName,
-		PatternType: acl.PatternType(a.PatternType), Principal: a.Principal, Host: a.Host,
-		Operation: acl.Operation(a.Operation), Permission: acl.Permission(a.Permission)}
 }
 
 // ACLCount returns the number of ACLs in the metadata image.

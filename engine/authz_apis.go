@@ -21,7 +21,7 @@ type authzRule func(r *Request) bool
 var authzTable [maxAPIKey]authzRule
 
 func init() {
-	topic, group, txn := acl.ResourceTopic, acl.ResourceGroup, acl.ResourceTransactionalID
+	group, txn := acl.ResourceGroup, acl.ResourceTransactionalID
 	topicCode, groupCode := kerr.TopicAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code
 	for key, rule := range map[kmsg.Key]authzRule{
 		kmsg.Produce:                      authorizeProduce,
@@ -78,7 +78,6 @@ func init() {
 	} {
 		authzTable[key.Int16()] = rule
 	}
-	_ = topic
 }
 
 func allowAll(*Request) bool { return true }
