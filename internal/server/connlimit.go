@@ -72,8 +72,12 @@ func parseIPOverrides(s string) (map[string]int, error) {
 	return out, nil
 }
 
-// admit counts a new connection from ip, or reports why it is refused.
+// admit counts a new connection from ip, or reports why it is refused. A
+// nil limiter (a handler built without one, in tests) admits everything.
 func (l *connLimiter) admit(ip string, now time.Time) (bool, string) {
+	if l == nil {
+		return true, ""
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	perIP := l.perIP
@@ -102,6 +106,9 @@ func (l *connLimiter) admit(ip string, now time.Time) (bool, string) {
 
 // release uncounts a connection admitted from ip.
 func (l *connLimiter) release(ip string) {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.total--
