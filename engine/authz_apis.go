@@ -73,8 +73,23 @@ func init() {
 		kmsg.DescribeUserSCRAMCredentials: wholeCluster(acl.OpDescribe),
 		kmsg.AlterUserSCRAMCredentials:    authorizeAlterScram,
 		kmsg.ListTransactions:             authorizeListTransactions,
-		kmsg.ConsumerGroupHeartbeat:       wholeGroup(acl.OpRead, "Group", groupCode),
-		kmsg.ConsumerGroupDescribe:        postResources(group, acl.OpDescribe, "Groups", "Group", groupCode),
+		// Share groups (KIP-932): the group's operation; a topic the
+		// principal may not use refuses the whole request (Kafka answers
+		// per partition; ShareFetch's answer is encoded by hand).
+		kmsg.ShareGroupHeartbeat:        all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicNames("SubscribedTopicNames", acl.OpDescribe)),
+		kmsg.ShareGroupDescribe:         postResources(group, acl.OpDescribe, "Groups", "GroupID", groupCode),
+		kmsg.ShareFetch:                 all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicIDs(acl.OpRead)),
+		kmsg.ShareAcknowledge:           all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicIDs(acl.OpRead)),
+		kmsg.InitializeShareGroupState:  wholeCluster(acl.OpClusterAction),
+		kmsg.ReadShareGroupState:        wholeCluster(acl.OpClusterAction),
+		kmsg.WriteShareGroupState:       wholeCluster(acl.OpClusterAction),
+		kmsg.DeleteShareGroupState:      wholeCluster(acl.OpClusterAction),
+		kmsg.ReadShareGroupStateSummary: wholeCluster(acl.OpClusterAction),
+		kmsg.DescribeShareGroupOffsets:  postResources(group, acl.OpDescribe, "Groups", "GroupID", groupCode),
+		kmsg.AlterShareGroupOffsets:     wholeGroup(acl.OpRead, "GroupID", groupCode),
+		kmsg.DeleteShareGroupOffsets:    wholeGroup(acl.OpDelete, "GroupID", groupCode),
+		kmsg.ConsumerGroupHeartbeat:     wholeGroup(acl.OpRead, "Group", groupCode),
+		kmsg.ConsumerGroupDescribe:      postResources(group, acl.OpDescribe, "Groups", "Group", groupCode),
 	} {
 		authzTable[key.Int16()] = rule
 	}
@@ -188,6 +203,38 @@ func wholeTxn(name string) authzRule {
 			return answerTopicsWith(r, kerr.TransactionalIDAuthorizationFailed.Code)
 		}
 		return answerWhole(r, kerr.TransactionalIDAuthorizationFailed.Code)
+	}
+}
+
+// wholeTopicNames requires op on every topic a []string field names,
+// else TOPIC_AUTHORIZATION_FAILED for the request.
+func wholeTopicNames(name string, op acl.Operation) authzRule {
+	return func(r *Request) bool {
+		list := field(reflect.ValueOf(r.Msg), name)
+		for i := 0; list.IsValid() && i < list.Len(); i++ {
+			if !r.allowed(op, acl.ResourceTopic, list.Index(i).String()) {
+				return answerWhole(r, kerr.TopicAuthorizationFailed.Code)
+			}
+		}
+		return true
+	}
+}
+
+// wholeTopicIDs requires op on every topic the request's Topics name by
+// id (an unknown id is left to the handler), else
+// TOPIC_AUTHORIZATION_FAILED for the request.
+func wholeTopicIDs(op acl.Operation) authzRule {
+	return func(r *Request) bool {
+		topics := field(reflect.ValueOf(r.Msg), "Topics")
+		img := r.broker.image()
+		for i := 0; topics.IsValid() && i < topics.Len(); i++ {
+			var id [16]byte
+			reflect.ValueOf(&id).Elem().Set(field(topics.Index(i), "TopicID"))
+			if ti := img.TopicByID(id); ti != nil && !r.allowed(op, acl.ResourceTopic, ti.Name) {
+				return answerWhole(r, kerr.TopicAuthorizationFailed.Code)
+			}
+		}
+		return true
 	}
 }
 

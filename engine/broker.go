@@ -30,6 +30,7 @@ type Broker struct {
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
+	share    *shareBroker       // share groups (share.go)
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
@@ -122,10 +123,14 @@ func (b *Broker) startSubsystems() error {
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
 	if b.cluster != nil {
 		b.groups = newClusterGroupCoordinator(b)
+		b.share = newShareBroker(b)
 		return nil
 	}
-	b.groups, err = newGroupCoordinator(b)
-	return err
+	if b.groups, err = newGroupCoordinator(b); err != nil {
+		return err
+	}
+	b.share = newShareBroker(b)
+	return b.share.loadLocal()
 }
 
 // Config returns the broker's configuration.
@@ -152,6 +157,7 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
+		b.share.close()
 		err = cmp.Or(b.closeTopics(), b.meta.store.Close())
 		b.log.Info("broker stopped cleanly")
 	})

@@ -59,6 +59,7 @@ type Config struct {
 	GroupMaxSize               int32         // group.max.size
 	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions
 	OffsetsTopicSegmentBytes   int64         // offsets.topic.segment.bytes
+	ShareStateTopicPartitions  int32         // share.coordinator.state.topic.num.partitions
 	OffsetsRetention           time.Duration // offsets.retention.minutes
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots

@@ -23,7 +23,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
-		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
+		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, ShareStateTopicPartitions: 50, OffsetsRetention: 7 * 24 * time.Hour,
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 		// The cluster's keys, Kafka's defaults; without voters they change
 		// nothing of a single node.
@@ -167,6 +167,8 @@ func TestBoundsAsBefore(t *testing.T) {
 		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
 		"max.connections": {0, i32}, "max.connections.per.ip": {0, i32}, "max.connection.creation.rate": {0, i32},
 		"quota.window.num": {1, i32}, "quota.window.size.seconds": {1, i32},
+		// Share groups' coordinator (Kafka's range).
+		"share.coordinator.state.topic.num.partitions": {1, 10000},
 	}
 	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
 	for _, s := range groupBrokerSpecs {

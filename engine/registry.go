@@ -368,6 +368,7 @@ func (b *Broker) removeTopics(gone []*Topic) error {
 		if b.groups != nil {
 			b.groups.topicDeleted(t.Name) // committed offsets go with the topic, as in Kafka
 		}
+		b.share.topicDeleted(t.ID)
 		b.log.Info("deleted topic", "topic", t.Name)
 	}
 	return cmp.Or(errs...)

@@ -347,4 +347,5 @@ func (c *conn) complete(r *engine.Response) {
 func (c *conn) Closed() {
 	c.release()
 	c.b.Metrics().ConnClosed()
+	c.b.ConnectionClosed(c.s)
 }

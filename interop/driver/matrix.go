@@ -131,6 +131,13 @@ func matrix() []scenario {
 				"cluster-id", "producer-perf-test", "consumer-perf-test", "kafka-topics delete"},
 		},
 		{
+			id: "java-share", client: "Apache Kafka Java share consumer (KafkaShareConsumer, kafka-share-groups)", version: "4.4.0",
+			table: tableTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ShareScenario"),
+			timeout: 4 * time.Minute,
+			caps:    []string{"share-implicit", "share-explicit", "share-groups tool"},
+		},
+		{
 			id: "java-security", client: "Apache Kafka Java client and CLI over TLS and SASL", version: "4.4.0",
 			table: tableTools, dir: "interop/java",
 			argv:    javaArgv("sluice.interop.SecurityScenario"),
