@@ -79,6 +79,11 @@ func (c *Coordinator) Join(req *JoinRequest, done func(JoinResult)) {
 		fail(m.code(kerr.UnknownMemberID.Code, closing))
 		return
 	}
+	if code := g.joinConsumerGroup(); code != 0 {
+		g.unlock()
+		fail(code)
+		return
+	}
 	if req.MemberID == "" {
 		g.joinNew(req, done)
 	} else {
