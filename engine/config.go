@@ -86,6 +86,9 @@ type Config struct {
 	// (group.consumer.*, group.share.*, group.streams.*: defaults and
 	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
 	GroupProtocolKeys [numGroupBrokerInts]int64
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors consumer groups may use, the first the default.
+	GroupConsumerAssignors string
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
