@@ -36,6 +36,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
 	}
+	want.GroupConsumerAssignors = "uniform,range"
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
 	}
