@@ -243,3 +243,41 @@ func TestConsumerProtocolRefusedByClassicGroup(t *testing.T) {
 		t.Fatalf("heartbeat to a classic group: %v", err)
 	}
 }
+
+// joinRaw joins a consumer group with one raw ConsumerGroupHeartbeat.
+func joinRaw(t *testing.T, tb *testbroker.Broker, group, member string) *kmsg.ConsumerGroupHeartbeatResponse {
+	t.Helper()
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = 1
+	req.Group, req.MemberID, req.RebalanceTimeoutMillis = group, member, 30000
+	req.SubscribedTopicNames = []string{"cfg-topic"}
+	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, err := req.RequestWith(groupCtx(t), tb.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("join %s: %v", group, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	return resp
+}
+
+// A group's consumer.heartbeat.interval.ms, set with
+// IncrementalAlterConfigs, is what its members are told from the next
+// heartbeat on; other groups keep the broker's.
+func TestConsumerGroupConfigHeartbeatInterval(t *testing.T) {
+	tb := consumerProtocolBroker(t)
+	groupTopic(t, tb, "cfg-topic", 1)
+	if got := joinRaw(t, tb, "cfg-a", "m1").HeartbeatIntervalMillis; got != 100 {
+		t.Fatalf("broker default interval: %d ms, want 100", got)
+	}
+	if code, msg := alterGroup(t, tb, "cfg-a", false, groupOp(kmsg.IncrementalAlterConfigOpSet, "consumer.heartbeat.interval.ms", "7000")); code != 0 {
+		t.Fatalf("alter: %v %s", kerr.ErrorForCode(code), msg)
+	}
+	if got := joinRaw(t, tb, "cfg-a", "m2").HeartbeatIntervalMillis; got != 7000 {
+		t.Fatalf("group's own interval: %d ms, want 7000", got)
+	}
+	if got := joinRaw(t, tb, "cfg-b", "m3").HeartbeatIntervalMillis; got != 100 {
+		t.Fatalf("another group: %d ms, want 100", got)
+	}
+}

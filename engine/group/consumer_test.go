@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fakeTopics is a Topics the test changes as it goes (topics created).
@@ -107,6 +108,7 @@ func (h *consumerHarness) hb(m *fakeMember) ConsumerHeartbeatResult {
 		}
 	}
 	h.checkDisjoint()
+	checkOneOwner(h.t, h.c)
 	return res
 }
 
@@ -551,5 +553,86 @@ func FuzzConsumerRecords(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		loaded := map[string]*loadedGroup{}
 		_ = loadConsumerRecord(loaded, key, value)
+	})
+}
+
+// An empty consumer group is deleted with all its records: a reload
+// finds nothing of it.
+func TestConsumerGroupDeleteTombstonesRecords(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.topics.add("t", 2)
+	a := h.member("g", "a", "t")
+	h.ok(a)
+	wantCode(t, "delete with a member", h.c.DeleteGroup("g"), kerr.NonEmptyGroup)
+	a.epoch = epochLeave
+	h.ok(a)
+	wantCode(t, "delete", h.c.DeleteGroup("g"), nil)
+	p := h.c.PartitionFor("g")
+	h.c.UnloadPartition(p)
+	if n := h.load(p); n != 0 {
+		t.Fatalf("%d groups loaded after the delete", n)
+	}
+	wantCode(t, "describe after delete", h.c.ConsumerDescribe("g").ErrorCode, kerr.GroupIDNotFound)
+}
+
+// FuzzConsumerHeartbeat feeds decoded ConsumerGroupHeartbeat requests of
+// any content to a coordinator: every one gets an answer, none a panic,
+// and no two members ever hold one partition.
+func FuzzConsumerHeartbeat(f *testing.F) {
+	seed := kmsg.NewConsumerGroupHeartbeatRequest()
+	seed.Version = 1
+	seed.Group, seed.MemberID, seed.RebalanceTimeoutMillis = "g", "m", 1000
+	seed.SubscribedTopicNames = []string{"t"}
+	seed.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	f.Add(seed.AppendTo(nil))
+	seed.MemberEpoch, seed.SubscribedTopicRegex = 1, kmsg.StringPtr("t.*")
+	f.Add(seed.AppendTo(nil))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h := newConsumerHarness(t)
+		h.topics.add("t", 3)
+		for range 3 {
+			req := kmsg.NewConsumerGroupHeartbeatRequest()
+			req.Version = 1
+			if req.ReadFrom(data) != nil {
+				return
+			}
+			hb := &ConsumerHeartbeat{Group: req.Group, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+				InstanceID: req.InstanceID, RackID: req.RackID, SubscribedTopics: req.SubscribedTopicNames,
+				SubscribedRegex: req.SubscribedTopicRegex, ServerAssignor: req.ServerAssignor,
+				RebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond}
+			if req.Topics != nil {
+				hb.Owned = []TopicPartitions{}
+				for _, tp := range req.Topics {
+					hb.Owned = append(hb.Owned, TopicPartitions{TopicID: tp.TopicID, Partitions: tp.Partitions})
+				}
+			}
+			h.c.ConsumerHeartbeat(hb)
+			h.clock.Advance(time.Second)
+			checkOneOwner(t, h.c)
+		}
+	})
+}
+
+// checkOneOwner fails if two members of a consumer group hold (or still
+// revoke) one partition, as the coordinator's own state has it.
+func checkOneOwner(t *testing.T, c *Coordinator) {
+	t.Helper()
+	c.eachGroup(func(g *group) {
+		if g.cons == nil {
+			return
+		}
+		seen := map[tidp]string{}
+		for id, m := range g.cons.st.members {
+			for _, a := range []assignment{m.assigned, m.pending} {
+				for tid, ps := range a {
+					for _, p := range ps {
+						if o, dup := seen[tidp{tid, p}]; dup {
+							t.Fatalf("group %s: partition %d held by %s and %s", g.name, p, o, id)
+						}
+						seen[tidp{tid, p}] = id
+					}
+				}
+			}
+		}
 	})
 }

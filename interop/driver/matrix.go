@@ -126,7 +126,7 @@ func matrix() []scenario {
 			timeout: 6 * time.Minute,
 			caps: []string{"kafka-topics create", "kafka-topics describe", "kafka-topics list",
 				"console-producer", "console-consumer", "consumer-groups describe",
-				"consumer-groups reset-offsets", "kafka-configs describe", "kafka-configs alter",
+				"consumer-groups reset-offsets", "consumer-groups describe (KIP-848)", "kafka-configs describe", "kafka-configs alter",
 				"get-offset-shell", "verifiable-producer", "verifiable-consumer", "delete-records",
 				"kafka-topics alter partitions", "consumer-groups delete", "log-dirs", "broker-api-versions",
 				"cluster-id", "producer-perf-test", "consumer-perf-test", "kafka-topics delete"},
