@@ -30,6 +30,10 @@ package group
 // refused INCONSISTENT_GROUP_PROTOCOL by one with members (mixed groups,
 // Kafka's online migration, are not served).
 //
+// The target is recomputed at the heartbeat that finds it behind the
+// group epoch (group.consumer.assignment.interval.ms is not applied:
+// assignment is cheap here and runs at once).
+//
 // Each heartbeat works on a copy of the group's state; the records that
 // turn the old state into the new one (consumer_records.go) are appended
 // to __consumer_offsets, and only then does the copy replace the state and
@@ -39,6 +43,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -304,13 +309,37 @@ func (c *Coordinator) assignorAllowed(name string) bool {
 }
 
 // compileRegex compiles a subscription regex (RE2 syntax, matching a
-// whole topic name, as Kafka's RE2J matches()).
+// whole topic name, as Kafka's RE2J matches()). Every heartbeat of a
+// regex subscriber matches it, so compiled ones are kept (up to
+// maxCachedRegexes, then the cache starts over).
 func compileRegex(s string) (*regexp.Regexp, error) {
 	if len(s) > maxNameLen {
 		return nil, errRegexTooLong
 	}
-	return regexp.Compile("^(?:" + s + ")$")
+	regexCache.Lock()
+	defer regexCache.Unlock()
+	if r := regexCache.m[s]; r != nil {
+		return r, nil
+	}
+	r, err := regexp.Compile("^(?:" + s + ")$")
+	if err != nil {
+		return nil, err
+	}
+	if len(regexCache.m) >= maxCachedRegexes {
+		clear(regexCache.m)
+	}
+	regexCache.m[s] = r
+	return r, nil
 }
+
+const maxCachedRegexes = 1024
+
+// regexCache holds compiled subscription regexes (a *regexp.Regexp is
+// safe for concurrent use), by source.
+var regexCache = struct {
+	sync.Mutex
+	m map[string]*regexp.Regexp
+}{m: map[string]*regexp.Regexp{}}
 
 type regexErr string
 
