@@ -74,6 +74,10 @@ type segment struct {
 	createdMs       int64 // wall clock at creation or open, for segment.ms
 
 	deleted atomic.Bool // set once renamed to .deleted
+
+	// txnDirty: an entry was appended to the .txnindex since its last
+	// fsync (txnindex.go).
+	txnDirty atomic.Bool
 }
 
 // segIndex is the mapping state of a segment's indexes. Readers, and the
@@ -155,11 +159,13 @@ func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mapIndexes(cfg, true); err != nil {
+	s.mtimeMs = s.createdMs
+	if tmp == "" {
+		s.activateEmpty(cfg)
+	} else if err := s.mapIndexes(cfg, true); err != nil {
 		f.Close()
 		return nil, err
 	}
-	s.mtimeMs = s.createdMs
 	if tmp != "" {
 		s.fd.f.Store(f)
 		s.fd.pinned = true
@@ -249,6 +255,21 @@ func (s *segment) activateKnown(cfg Config) {
 	s.ix.timCap = max(cfg.timeIndexCap(), roundUp(timSize, timeEntrySize))
 	s.ix.off.truncate(offSize / offsetEntrySize)
 	s.ix.tim.truncate(timSize / timeEntrySize)
+	s.ix.active, s.ix.exact = true, true
+}
+
+// activateEmpty makes a new segment the active one without creating its
+// index files: like Kafka's lazily created indexes, they come into being
+// (preallocated, mapped) with the first append or search, so a partition
+// that is created and never written costs one file, not three. Until then
+// the segment is exact with no entries, so sealing or closing it touches
+// no index file either.
+func (s *segment) activateEmpty(cfg Config) {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	s.ix.offCap, s.ix.timCap = cfg.offsetIndexCap(), cfg.timeIndexCap()
+	s.ix.off.truncate(0)
+	s.ix.tim.truncate(0)
 	s.ix.active, s.ix.exact = true, true
 }
 
@@ -528,7 +549,7 @@ func (s *segment) renameDeleted() error {
 	s.deleted.Store(true)
 	s.ix.Unlock()
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		err := os.Rename(s.path(suf), s.path(suf)+deletedSuffix)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
@@ -540,7 +561,7 @@ func (s *segment) renameDeleted() error {
 // removeDeleted closes the segment and removes its *.deleted files.
 func (s *segment) removeDeleted() {
 	s.close()
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		os.Remove(s.path(suf) + deletedSuffix)
 	}
 }
