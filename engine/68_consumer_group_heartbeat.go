@@ -15,9 +15,9 @@ package engine
 // heartbeat must carry), UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION,
 // UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
 // UNRELEASED_INSTANCE_ID, GROUP_ID_NOT_FOUND (an unknown group when not
-// joining, or a classic group with members), NOT_COORDINATOR. Left out: a
-// classic member in a consumer group (online migration), and
-// group.consumer.max.size.
+// joining, or a classic group with members that may not be upgraded:
+// group.consumer.migration.policy, consumer_classic.go), NOT_COORDINATOR.
+// Left out: group.consumer.max.size.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

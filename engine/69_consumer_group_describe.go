@@ -6,8 +6,8 @@ package engine
 // Reconciling, Stable), group and assignment epochs, the assignor, and per
 // member its epoch, subscription (names and regex), current and target
 // assignment (topic ids with their names), rack, instance id and, v1+,
-// its type (always 1, a consumer-protocol member: mixed groups are not
-// served). A classic group or one that does not exist answers
+// its type (1 for a consumer-protocol member, 0 for a classic member of
+// a group being migrated). A classic group or one that does not exist answers
 // GROUP_ID_NOT_FOUND, which sends the admin client (kafka-consumer-groups
 // --describe) to DescribeGroups. Authorized operations, when asked for,
 // are every group operation: Sluice has no ACLs.
@@ -57,6 +57,9 @@ func (b *Broker) describedConsumerGroup(name string, d group.ConsumerDescription
 		dm.Assignment = describedAssignment(topics, m.Assignment)
 		dm.TargetAssignment = describedAssignment(topics, m.Target)
 		dm.MemberType = 1
+		if m.Classic {
+			dm.MemberType = 0
+		}
 		g.Members = append(g.Members, dm)
 	}
 	return g

@@ -89,6 +89,9 @@ type Config struct {
 	// GroupConsumerAssignors is group.consumer.assignors: the server-side
 	// assignors consumer groups may use, the first the default.
 	GroupConsumerAssignors string
+	// GroupConsumerMigrationPolicy is group.consumer.migration.policy:
+	// online conversions between classic and consumer groups.
+	GroupConsumerMigrationPolicy string
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per

@@ -23,6 +23,7 @@ func (b *Broker) consumerGroupConfig() group.ConsumerConfig {
 		SessionTimeout:    b.groupBrokerMillis("group.consumer.session.timeout.ms"),
 		HeartbeatInterval: b.groupBrokerMillis("group.consumer.heartbeat.interval.ms"),
 		Assignors:         consumerAssignors(b.cfg.GroupConsumerAssignors),
+		MigrationPolicy:   strings.ToLower(b.cfg.GroupConsumerMigrationPolicy),
 		PerGroup:          b.consumerGroupIntervals,
 		Topics:            imageTopics{b},
 	}

@@ -18,14 +18,14 @@ import (
 
 // consumerProtocolBroker starts a broker whose consumer groups heartbeat
 // every 100 ms, so reconciliation takes a few hundred milliseconds.
-func consumerProtocolBroker(t *testing.T) *testbroker.Broker {
+func consumerProtocolBroker(t *testing.T, mutators ...func(*engine.Config)) *testbroker.Broker {
 	t.Helper()
-	return testbroker.Start(t, func(c *engine.Config) {
+	return testbroker.Start(t, append([]func(*engine.Config){func(c *engine.Config) {
 		engine.SetGroupBrokerInt(c, "group.consumer.heartbeat.interval.ms", 100)
 		engine.SetGroupBrokerInt(c, "group.consumer.min.heartbeat.interval.ms", 50)
 		engine.SetGroupBrokerInt(c, "group.consumer.session.timeout.ms", 6000)
 		engine.SetGroupBrokerInt(c, "group.consumer.min.session.timeout.ms", 1000)
-	})
+	}}, mutators...)...)
 }
 
 // ownership records which consumer holds each partition, as the
@@ -218,10 +218,10 @@ func TestConsumerProtocolFranzGo(t *testing.T) {
 	}
 }
 
-// A classic group with members refuses the consumer protocol
-// (GROUP_ID_NOT_FOUND), as Kafka does without online migration.
+// With group.consumer.migration.policy=disabled a classic group with
+// members refuses the consumer protocol (GROUP_ID_NOT_FOUND), as Kafka does.
 func TestConsumerProtocolRefusedByClassicGroup(t *testing.T) {
-	tb := consumerProtocolBroker(t)
+	tb := consumerProtocolBroker(t, func(c *engine.Config) { c.GroupConsumerMigrationPolicy = "disabled" })
 	groupTopic(t, tb, "mixed", 2)
 	classic := tb.Client(t, kgo.ConsumerGroup("mixed-g"), kgo.ConsumeTopics("mixed"))
 	go func() {
@@ -279,5 +279,57 @@ func TestConsumerGroupConfigHeartbeatInterval(t *testing.T) {
 	}
 	if got := joinRaw(t, tb, "cfg-b", "m3").HeartbeatIntervalMillis; got != 100 {
 		t.Fatalf("another group: %d ms, want 100", got)
+	}
+}
+
+// A running classic group is upgraded when a KIP-848 consumer joins: the
+// classic members stay and reconcile through JoinGroup/SyncGroup, the
+// three share the partitions, and no partition is ever held by two
+// consumers. When the KIP-848 consumer leaves, the group is classic again.
+func TestConsumerProtocolOnlineMigration(t *testing.T) {
+	tb := consumerProtocolBroker(t)
+	const topic, group, parts = "migrate", "migrate-g", 6
+	groupTopic(t, tb, topic, parts)
+	produceValues(t, tb, topic, 0, 30)
+	own := &ownership{t: t, owner: map[int32]string{}}
+	poll := func(cl *kgo.Client) {
+		go func() {
+			for cl.PollFetches(t.Context()).Err0() == nil {
+			}
+		}()
+	}
+	classicOpts := func(name string) []kgo.Opt {
+		return append(own.opts(name, topic), kgo.SeedBrokers(tb.Addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+			kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.SessionTimeout(6*time.Second),
+			kgo.HeartbeatInterval(100*time.Millisecond), kgo.FetchMaxWait(100*time.Millisecond))
+	}
+	for _, name := range []string{"classic-1", "classic-2"} {
+		cl, err := kgo.NewClient(classicOpts(name)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		poll(cl)
+	}
+	adm := tb.Admin(t)
+	waitGroup(t, adm, group, "two classic members", func(d kadm.DescribedGroup) bool { return balanced(d, topic, 2, parts) })
+
+	next := consumerProtocolClient(t, tb, group, topic, own.opts("kip848", topic)...)
+	poll(next)
+	g := waitConsumerGroup(t, tb, group, "three members after the upgrade", stableWith(3, parts))
+	classic := 0
+	for _, m := range g.Members {
+		if m.MemberType == 0 {
+			classic++
+		}
+	}
+	if classic != 2 {
+		t.Fatalf("%d classic members in the upgraded group, want 2: %+v", classic, g.Members)
+	}
+
+	next.Close()
+	waitGroup(t, adm, group, "classic again with two members", func(d kadm.DescribedGroup) bool { return balanced(d, topic, 2, parts) })
+	if d := describeConsumerGroup(t, tb, group); d.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ConsumerGroupDescribe after the downgrade: %+v", d)
 	}
 }

@@ -25,10 +25,11 @@ package group
 // shared with classic groups; the classic member map stays empty, so
 // classic Heartbeat, SyncGroup and LeaveGroup answer UNKNOWN_MEMBER_ID.
 // Kafka's group-type rules apply: a ConsumerGroupHeartbeat converts an
-// empty classic group and is refused GROUP_ID_NOT_FOUND by a classic group
-// with members; a JoinGroup converts an empty consumer group and is
-// refused INCONSISTENT_GROUP_PROTOCOL by one with members (mixed groups,
-// Kafka's online migration, are not served).
+// empty classic group, upgrades one with members when
+// group.consumer.migration.policy allows and is refused
+// GROUP_ID_NOT_FOUND otherwise; a JoinGroup converts an empty consumer
+// group, and joins one with members as a classic member (online
+// migration, consumer_classic.go).
 //
 // The target is recomputed at the heartbeat that finds it behind the
 // group epoch (group.consumer.assignment.interval.ms is not applied:
@@ -94,6 +95,9 @@ type ConsumerConfig struct {
 	// Assignors is group.consumer.assignors; the first is the default.
 	// Empty: uniform, range.
 	Assignors []string
+	// MigrationPolicy is group.consumer.migration.policy; "" is
+	// bidirectional (consumer_classic.go).
+	MigrationPolicy string
 	// PerGroup returns a group's own consumer.session.timeout.ms and
 	// consumer.heartbeat.interval.ms (0 where it sets none); nil: none.
 	PerGroup func(group string) (session, heartbeat time.Duration)
@@ -145,6 +149,9 @@ type cgMember struct {
 	regex      string   // subscribed_topic_regex; "" for none
 	assignor   string   // ServerAssignor the member asked for; "" for none
 	rebalance  time.Duration
+	// classic is set for a member that speaks the classic protocol
+	// (consumer_classic.go); nil for a consumer-protocol member.
+	classic *classicMeta
 
 	epoch     int32 // member epoch; epochStaticLeave while a static member is away
 	prevEpoch int32
@@ -242,13 +249,19 @@ func (c *Coordinator) ConsumerHeartbeat(req *ConsumerHeartbeat) ConsumerHeartbea
 	}
 	defer g.unlock()
 	if g.cons == nil {
-		if g.state != groupEmpty || len(g.members) > 0 || len(g.pending) > 0 {
+		classic := g.state != groupEmpty || len(g.members) > 0 || len(g.pending) > 0
+		switch {
+		case classic && (req.MemberEpoch != epochJoin || !g.canUpgrade()):
 			return hbError(kerr.GroupIDNotFound.Code, "group "+g.name+" is not a consumer group")
-		}
-		if req.MemberEpoch != epochJoin {
+		case classic:
+			if code := g.upgrade(); code != 0 {
+				return hbError(code, "")
+			}
+		case req.MemberEpoch != epochJoin:
 			return hbError(kerr.UnknownMemberID.Code, "")
+		default:
+			g.cons = &consumerGroup{st: newCGState(), timers: map[string]Timer{}}
 		}
-		g.cons = &consumerGroup{st: newCGState(), timers: map[string]Timer{}}
 	}
 	res := g.consumerHeartbeat(req)
 	if res.ErrorCode != 0 {
@@ -558,6 +571,9 @@ func (g *group) consumerLeave(old, st *cgState, req *ConsumerHeartbeat) Consumer
 		return hbError(code, "")
 	}
 	g.c.log.Info("consumer group member left", "group", g.name, "member", m.id, "epoch", req.MemberEpoch)
+	if req.MemberEpoch == epochLeave {
+		g.maybeDowngrade()
+	}
 	return ConsumerHeartbeatResult{MemberID: m.id, MemberEpoch: req.MemberEpoch}
 }
 
@@ -649,6 +665,7 @@ func (g *group) onMemberTimer(id string) {
 		return
 	}
 	g.c.log.Info("consumer group member fenced", "group", g.name, "member", id, "reason", why)
+	g.maybeDowngrade()
 }
 
 // stopConsumer stops every member timer (unload, or the group ends).

@@ -38,6 +38,7 @@ type ConsumerMemberDescription struct {
 	Topics                       []string
 	Regex                        string
 	Assignment, Target           []TopicPartitions
+	Classic                      bool // the member speaks the classic protocol
 }
 
 // ConsumerDescribe describes a consumer group: GROUP_ID_NOT_FOUND for one
@@ -64,6 +65,7 @@ func (c *Coordinator) ConsumerDescribe(name string) ConsumerDescription {
 			MemberID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
 			MemberEpoch: m.epoch, Topics: slices.Clone(m.topics), Regex: m.regex,
 			Assignment: m.assigned.toTopicPartitions(), Target: st.target[id].toTopicPartitions(),
+			Classic: m.classic != nil,
 		})
 	}
 	return d
@@ -96,16 +98,17 @@ func (g *group) listing() Listing {
 }
 
 // joinConsumerGroup applies the group-type rule to a JoinGroup: an empty
-// consumer group becomes a classic one; one with members refuses the
-// classic protocol.
-func (g *group) joinConsumerGroup() int16 {
+// consumer group becomes a classic one (an error code if its tombstones
+// failed); one with members serves the join itself (served).
+func (g *group) joinConsumerGroup(req *JoinRequest, done func(JoinResult)) (code int16, served bool) {
 	if g.cons == nil {
-		return 0
+		return 0, false
 	}
 	if !g.consumerEmpty() {
-		return kerr.InconsistentGroupProtocol.Code
+		g.classicJoin(req, done)
+		return 0, true
 	}
-	return g.toClassic()
+	return g.toClassic(), false
 }
 
 // checkConsumerCommit validates an OffsetCommit to a consumer group: a
@@ -121,6 +124,9 @@ func (g *group) checkConsumerCommit(epoch int32, memberID string) int16 {
 	m := st.members[memberID]
 	if m == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.classic != nil && epoch != m.epoch {
+		return kerr.IllegalGeneration.Code
 	}
 	if epoch == m.epoch || epoch == m.prevEpoch && m.state != memberUnrevoked && epoch > 0 {
 		return 0

@@ -85,7 +85,6 @@ func (lc *loadedConsumer) apply(k cgRecordKey, value []byte) error {
 func (g *group) restoreConsumer(lc *loadedConsumer, now time.Time) {
 	st := newCGState()
 	st.epoch, st.targetEpoch, st.subscribed = lc.epoch, lc.targetEpoch, lc.subscribed
-	session, _ := g.c.intervals(g.name)
 	for id, m := range lc.members {
 		if cur := lc.currents[id]; cur != nil {
 			m.epoch, m.prevEpoch, m.state = cur.epoch, cur.prevEpoch, cur.state
@@ -96,7 +95,7 @@ func (g *group) restoreConsumer(lc *loadedConsumer, now time.Time) {
 		if m.state == memberUnrevoked {
 			m.revokeBy = now.Add(m.rebalance)
 		}
-		m.deadline = now.Add(session)
+		m.deadline = now.Add(g.sessionOf(m))
 		st.members[id] = m
 		if m.instanceID != "" {
 			st.static[m.instanceID] = id

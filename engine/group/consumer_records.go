@@ -11,7 +11,9 @@ package group
 //	4 ConsumerGroupPartitionMetadata {group}  {topics[id, name, numPartitions, partitionMetadata[]]}
 //	5 ConsumerGroupMemberMetadata {group,     {instanceId?, rackId?, clientId, clientHost,
 //	    member}                                subscribedTopicNames[], subscribedTopicRegex?,
-//	                                           rebalanceTimeoutMs, serverAssignor?}
+//	                                           rebalanceTimeoutMs, serverAssignor?,
+//	                                           tag 0: classicMemberMetadata? {sessionTimeoutMs,
+//	                                           supportedProtocols[name, metadata]}}
 //	6 ConsumerGroupTargetAssignmentMetadata   {assignmentEpoch}
 //	    {group}
 //	7 ConsumerGroupTargetAssignmentMember     {topicPartitions[topicId, partitions[]]}
@@ -100,7 +102,51 @@ func cgMemberRecord(group string, m *cgMember) offsetsRecord {
 	b = kbin.AppendCompactNullableString(b, nullable(m.regex))
 	b = kbin.AppendInt32(b, int32(m.rebalance.Milliseconds()))
 	b = kbin.AppendCompactNullableString(b, nullable(m.assignor))
-	return offsetsRecord{key: cgKey(keyCGMemberMetadata, group, &m.id), value: endValue(b)}
+	return offsetsRecord{key: cgKey(keyCGMemberMetadata, group, &m.id), value: appendClassicTag(b, m.classic)}
+}
+
+// appendClassicTag ends a member value with its tagged fields: tag 0,
+// ClassicMemberMetadata, for a member using the classic protocol.
+func appendClassicTag(b []byte, c *classicMeta) []byte {
+	if c == nil {
+		return endValue(b)
+	}
+	f := kbin.AppendInt32(nil, int32(c.session.Milliseconds()))
+	f = kbin.AppendCompactArrayLen(f, len(c.protocols))
+	for _, p := range c.protocols {
+		f = kbin.AppendCompactString(f, p.Name)
+		f = kbin.AppendCompactBytes(f, p.Metadata)
+		f = endValue(f)
+	}
+	f = endValue(f)
+	b = kbin.AppendUvarint(b, 1) // one tagged field
+	b = kbin.AppendUvarint(b, 0) // tag 0
+	b = kbin.AppendUvarint(b, uint32(len(f)))
+	return append(b, f...)
+}
+
+// readMemberTags reads a member value's tagged fields, keeping tag 0.
+func readMemberTags(r *kbin.Reader, m *cgMember) {
+	n := r.Uvarint()
+	for i := uint32(0); i < n && r.Ok(); i++ {
+		tag, size := r.Uvarint(), r.Uvarint()
+		field := r.Span(int(size))
+		if tag != 0 || !r.Ok() {
+			continue
+		}
+		f := &kbin.Reader{Src: field}
+		c := &classicMeta{session: time.Duration(f.Int32()) * time.Millisecond}
+		for j, k := 0, arrayLen(f); j < k && f.Ok(); j++ {
+			c.protocols = append(c.protocols, Protocol{Name: f.CompactString(), Metadata: f.CompactBytes()})
+			skipTags(f)
+		}
+		skipTags(f)
+		if !f.Ok() || len(c.protocols) == 0 {
+			r.Span(len(r.Src) + 1) // poison: a malformed tag fails the record
+			return
+		}
+		m.classic = c
+	}
 }
 
 func appendTopicPartitions(b []byte, a assignment) []byte {
@@ -194,7 +240,7 @@ func cgDiffRecords(group string, old, st *cgState) []offsetsRecord {
 func sameMemberMetadata(a, b *cgMember) bool {
 	return a.instanceID == b.instanceID && a.rackID == b.rackID && a.clientID == b.clientID &&
 		a.clientHost == b.clientHost && slices.Equal(a.topics, b.topics) && a.regex == b.regex &&
-		a.rebalance == b.rebalance && a.assignor == b.assignor
+		a.rebalance == b.rebalance && a.assignor == b.assignor && a.classic.equal(b.classic)
 }
 
 func sameCurrent(a, b *cgMember) bool {
@@ -324,7 +370,7 @@ func readMember(id string, value []byte) (*cgMember, error) {
 	m.regex = str(r.CompactNullableString())
 	m.rebalance = time.Duration(r.Int32()) * time.Millisecond
 	m.assignor = str(r.CompactNullableString())
-	skipTags(r) // ClassicMemberMetadata (tag 0) is a mixed group's, not served
+	readMemberTags(r, m)
 	if !r.Ok() {
 		return nil, errBadCGRecord
 	}

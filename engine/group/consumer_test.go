@@ -415,18 +415,13 @@ func TestConsumerGroupSurvivesReload(t *testing.T) {
 }
 
 func TestConsumerGroupTypeConflicts(t *testing.T) {
-	h := newConsumerHarness(t)
+	h := newConsumerHarness(t, func(c *Config) { c.Consumer.MigrationPolicy = MigrationDisabled })
 	h.topics.add("t", 1)
 	h.stable("classic", joinOpts{})
 	m := h.member("classic", "m", "t")
-	wantCode(t, "heartbeat to a classic group", h.hb(m).ErrorCode, kerr.GroupIDNotFound)
+	wantCode(t, "heartbeat to a classic group without migration", h.hb(m).ErrorCode, kerr.GroupIDNotFound)
 	c := h.member("cons", "c", "t")
 	h.ok(c)
-	j := h.join("cons", joinOpts{})
-	if j.res == nil {
-		t.Fatal("join to a consumer group not answered")
-	}
-	wantCode(t, "join to a consumer group", j.res.ErrorCode, kerr.InconsistentGroupProtocol)
 	c.epoch = epochLeave
 	h.ok(c)
 	// Empty now: a JoinGroup turns it into a classic group.
@@ -434,6 +429,149 @@ func TestConsumerGroupTypeConflicts(t *testing.T) {
 	if l := h.c.List(); len(l) != 2 || l[0].Type != TypeClassic || l[1].Type != TypeClassic {
 		t.Fatalf("list: %+v", l)
 	}
+}
+
+// classicMember is a classic-protocol client in the migration test: it
+// holds what its last SyncGroup gave it, by partition of topic t.
+type classicMember struct {
+	id    string
+	gen   int32
+	owned []int32
+}
+
+func (h *consumerHarness) classicJoin(cm *classicMember) JoinResult {
+	h.t.Helper()
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version, meta.Topics = 1, []string{"t"}
+	if len(cm.owned) > 0 {
+		meta.OwnedPartitions = []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "t", Partitions: cm.owned}}
+	}
+	req := &JoinRequest{Group: "g", MemberID: cm.id, ClientID: "classic", SessionTimeout: 10 * time.Second,
+		RebalanceTimeout: 10 * time.Second, ProtocolType: "consumer",
+		Protocols: []Protocol{{Name: "cooperative-sticky", Metadata: meta.AppendTo(nil)}}}
+	j := &joinCall{}
+	h.c.Join(req, j.done)
+	h.clock.Advance(0)
+	res := h.joined(j, "classic join of "+cm.id)
+	cm.id, cm.gen = res.MemberID, res.Generation
+	return res
+}
+
+// classicSync takes the assignment the coordinator gives (a cooperative
+// client: what it no longer has is revoked at once).
+func (h *consumerHarness) classicSync(cm *classicMember, leaderAssign map[string][]int32) {
+	h.t.Helper()
+	req := &SyncRequest{Group: "g", MemberID: cm.id, Generation: cm.gen}
+	for id, ps := range leaderAssign {
+		a := kmsg.NewConsumerMemberAssignment()
+		a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: ps}}
+		req.Assignments = append(req.Assignments, Assignment{MemberID: id, Assignment: a.AppendTo(nil)})
+	}
+	s := &syncCall{}
+	h.c.Sync(req, s.done)
+	res := h.synced(s, "classic sync of "+cm.id)
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(res.Assignment); err != nil {
+		h.t.Fatalf("assignment of %s: %v", cm.id, err)
+	}
+	cm.owned = nil
+	for _, t := range a.Topics {
+		cm.owned = append(cm.owned, t.Partitions...)
+	}
+}
+
+// A classic group is upgraded by a consumer-protocol member joining, its
+// classic members reconcile through JoinGroup/SyncGroup, and when the
+// consumer-protocol member leaves it is a classic group again. No
+// partition is held by two members at any step.
+func TestConsumerGroupOnlineUpgradeAndDowngrade(t *testing.T) {
+	h := newConsumerHarness(t)
+	tid := h.topics.add("t", 4)
+	l, f := &classicMember{}, &classicMember{}
+	jl, jf := &joinCall{}, &joinCall{}
+	for _, x := range []struct {
+		cm *classicMember
+		j  *joinCall
+	}{{l, jl}, {f, jf}} {
+		meta := kmsg.NewConsumerMemberMetadata()
+		meta.Version, meta.Topics = 1, []string{"t"}
+		h.c.Join(&JoinRequest{Group: "g", ClientID: "classic", SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second,
+			ProtocolType: "consumer", Protocols: []Protocol{{Name: "cooperative-sticky", Metadata: meta.AppendTo(nil)}}}, x.j.done)
+	}
+	h.clock.Advance(0)
+	rl, rf := h.joined(jl, "leader"), h.joined(jf, "follower")
+	if rl.Leader != rl.MemberID {
+		rl, rf = rf, rl
+	}
+	l.id, l.gen, f.id, f.gen = rl.MemberID, rl.Generation, rf.MemberID, rf.Generation
+	h.classicSync(l, map[string][]int32{l.id: {0, 1}, f.id: {2, 3}})
+	h.classicSync(f, nil)
+	check := func(step string, c *fakeMember) {
+		t.Helper()
+		seen := map[int32]string{}
+		own := map[string][]int32{l.id: l.owned, f.id: f.owned}
+		if c != nil {
+			for _, tp := range c.owned {
+				own[c.id] = append(own[c.id], tp.Partitions...)
+			}
+		}
+		for id, ps := range own {
+			for _, p := range ps {
+				if o, dup := seen[p]; dup {
+					t.Fatalf("%s: partition %d held by %s and %s", step, p, o, id)
+				}
+				seen[p] = id
+			}
+		}
+	}
+	check("classic", nil)
+
+	c := h.member("g", "c", "t")
+	if res := h.ok(c); count(res.Assignment) != 0 {
+		t.Fatalf("the joiner got partitions still held: %+v", res)
+	}
+	d := h.describe("g")
+	if len(d.Members) != 3 || !d.Members[0].Classic && !d.Members[1].Classic {
+		t.Fatalf("after the upgrade: %+v", d)
+	}
+	// The classic members learn of the rebalance by heartbeat and rejoin
+	// until their assignment settles.
+	for round := 0; round < 6; round++ {
+		for _, cm := range []*classicMember{l, f} {
+			if h.c.Heartbeat("g", cm.id, "", cm.gen) == kerr.RebalanceInProgress.Code {
+				h.classicJoin(cm)
+				h.classicSync(cm, nil)
+				check("classic rejoin", c)
+			}
+		}
+		h.ok(c)
+		check("consumer heartbeat", c)
+	}
+	for _, cm := range []*classicMember{l, f} {
+		wantCode(t, "settled classic heartbeat", h.c.Heartbeat("g", cm.id, "", cm.gen), nil)
+	}
+	if n := len(l.owned) + len(f.owned) + count(c.owned); n != 4 || count(c.owned) == 0 {
+		t.Fatalf("settled: classic %v %v, consumer %v", l.owned, f.owned, c.owned)
+	}
+	if d := h.describe("g"); d.State != "Stable" {
+		t.Fatalf("after settling: %+v", d)
+	}
+	// A classic member commits with its member epoch as the generation.
+	req := &CommitRequest{Group: "g", Generation: l.gen, MemberID: l.id, Now: h.clock.Now(), RetentionMs: -1,
+		Offsets: []CommitOffset{{Topic: "t", Partition: l.owned[0], Offset: 3, LeaderEpoch: -1}}}
+	h.c.Commit(req)
+	wantCode(t, "classic member's commit", req.Offsets[0].ErrorCode, nil)
+
+	// The consumer-protocol member leaves: the group is classic again and
+	// rebalances its two members.
+	c.epoch = epochLeave
+	h.ok(c)
+	delete(h.members, "c")
+	if l := h.c.List(); len(l) != 1 || l[0].Type != TypeClassic || l[0].State != "PreparingRebalance" {
+		t.Fatalf("after the downgrade: %+v", l)
+	}
+	h.wantState("g", "PreparingRebalance", 2)
+	_ = tid
 }
 
 func TestConsumerOffsetCommitChecksEpoch(t *testing.T) {
