@@ -6,6 +6,7 @@
 //	benchcompare kfake [flags]        Sluice vs kfake, the issue 3 figure
 //	benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka nodes
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+//	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
 // It starts Sluice from the sluice binary beside it (--sluice-bin to
@@ -40,6 +41,8 @@ func main() {
 		err = compare.ClusterMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
+	case "rebalance":
+		err = compare.RebalanceMain(ctx, args)
 	case "serve-kfake":
 		err = compare.KfakeMain(ctx, args)
 	case "help", "-h", "--help":
@@ -64,6 +67,7 @@ Usage:
   benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka 4.4 nodes (RF=3,
                                     failover, metadata, 10,000 partitions); BENCHMARKS.md
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+  benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
 Flags of each: benchcompare COMMAND -h.
