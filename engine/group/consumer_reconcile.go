@@ -289,15 +289,3 @@ func (a assignment) toTopicPartitions() []TopicPartitions {
 	}
 	return out
 }
-
-// fromTopicPartitions builds an assignment (sorted, deduplicated).
-func fromTopicPartitions(tps []TopicPartitions) assignment {
-	a := assignment{}
-	for _, t := range tps {
-		for _, p := range t.Partitions {
-			a.add(t.TopicID, p)
-		}
-	}
-	a.sortAll()
-	return a
-}

@@ -47,6 +47,7 @@
 //	load.go         LoadPartition's replay
 //	clock.go        Clock, the real one and a fake one
 //	consumer*.go    consumer-protocol groups: heartbeat, reconciliation,
-//	                records (keys 3-8), replay, describe
+//	                lifecycle and timers, records (keys 3-8), replay,
+//	                describe, migration to and from classic groups
 //	assign.go       the uniform and range server-side assignors
 package group
