@@ -410,6 +410,7 @@ func (g *group) consumerHeartbeat(req *ConsumerHeartbeat) ConsumerHeartbeatResul
 	if st.epoch > st.targetEpoch {
 		g.computeTarget(st)
 	}
+	g.dropDeletedTopics(st)
 	before := m.assigned.clone()
 	st.reconcile(m, req.Owned)
 	m.deadline = now.Add(session)

@@ -227,6 +227,7 @@ func (g *group) classicJoin(req *JoinRequest, done func(JoinResult)) {
 	if st.epoch > st.targetEpoch {
 		g.computeTarget(st)
 	}
+	g.dropDeletedTopics(st)
 	st.reconcile(m, g.ownedIDs(st, sub.OwnedPartitions))
 	m.deadline = g.c.clock.Now().Add(req.SessionTimeout)
 	g.setRevokeBy(m)

@@ -169,6 +169,39 @@ func (st *cgState) sortedMemberIDs() []string {
 	return ids
 }
 
+// dropDeletedTopics removes partitions of topics that no longer exist
+// from every member's holdings: there is nothing left to revoke (as
+// Kafka drops them), and a member still reporting them must not block
+// the others.
+func (g *group) dropDeletedTopics(st *cgState) {
+	topics := g.c.cfg.Consumer.Topics
+	if topics == nil {
+		return
+	}
+	gone := map[[16]byte]bool{}
+	for _, m := range st.members {
+		for _, a := range []assignment{m.assigned, m.pending} {
+			for tid := range a {
+				if _, seen := gone[tid]; !seen {
+					_, exists := topics.ByID(tid)
+					gone[tid] = !exists
+				}
+			}
+		}
+	}
+	for _, m := range st.members {
+		for tid, isGone := range gone {
+			if isGone {
+				delete(m.assigned, tid)
+				delete(m.pending, tid)
+			}
+		}
+		if m.state == memberUnrevoked && m.pending.count() == 0 {
+			m.state = memberStable // nothing left to revoke: reconcile moves it on
+		}
+	}
+}
+
 // reconcile moves m one step toward its target. owned is what the member
 // reports holding (nil: not reported, so it is assumed to hold all it
 // was given).

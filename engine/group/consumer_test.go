@@ -774,3 +774,32 @@ func checkOneOwner(t *testing.T, c *Coordinator) {
 		}
 	})
 }
+
+// Partitions of a deleted topic leave the members' assignments at once:
+// a member that still reports them is not kept waiting to revoke them,
+// and nobody else waits for them.
+func TestConsumerTopicDeletedLeavesAssignment(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.topics.add("t", 2)
+	h.topics.add("x", 2)
+	a, b := h.member("g", "a", "t", "x"), h.member("g", "b", "t", "x")
+	h.settle(a, b)
+	stale := a.owned // still naming x's partition
+	delete(h.topics.byName, "x")
+	h.ok(a)
+	a.owned = stale // a client that has not noticed the deletion
+	h.ok(a)
+	d := h.describe("g")
+	for _, m := range d.Members {
+		if m.MemberID == "a" && m.MemberEpoch != d.AssignmentEpoch {
+			t.Fatalf("a waits to revoke a deleted topic: %+v", d)
+		}
+	}
+	h.settle(a, b)
+	if count(a.owned) != 1 || count(b.owned) != 1 {
+		t.Fatalf("after x was deleted: a %v b %v", a.owned, b.owned)
+	}
+	if d := h.describe("g"); d.State != "Stable" {
+		t.Fatalf("after x was deleted: %+v", d)
+	}
+}
