@@ -260,6 +260,9 @@ func (c *Coordinator) ConsumerHeartbeat(req *ConsumerHeartbeat) ConsumerHeartbea
 		case req.MemberEpoch != epochJoin:
 			return hbError(kerr.UnknownMemberID.Code, "")
 		default:
+			if code := g.dropEmptyClassic(); code != 0 {
+				return hbError(code, "")
+			}
 			g.cons = &consumerGroup{st: newCGState(), timers: map[string]Timer{}}
 		}
 	}

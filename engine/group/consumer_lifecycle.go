@@ -130,6 +130,20 @@ func (g *group) toClassic() int16 {
 	return 0
 }
 
+// dropEmptyClassic tombstones the metadata record of an empty classic
+// group (one that had members once) that becomes a consumer group, as
+// Kafka does; its offsets stay.
+func (g *group) dropEmptyClassic() int16 {
+	if g.generation == 0 && g.protocolType == "" {
+		return 0 // never persisted
+	}
+	if err := g.append([]offsetsRecord{{key: groupMetadataKey(g.name)}}); err != nil {
+		return appendErrorCode(err, false)
+	}
+	g.generation, g.protocol, g.leader = 0, "", ""
+	return 0
+}
+
 // consumerSubscribedNames is the union of the topics the members
 // subscribe to (names, and those their regexes match now).
 func (g *group) consumerSubscribedNames(st *cgState) map[string]bool {

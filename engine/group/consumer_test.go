@@ -803,3 +803,26 @@ func TestConsumerTopicDeletedLeavesAssignment(t *testing.T) {
 		t.Fatalf("after x was deleted: %+v", d)
 	}
 }
+
+// An empty classic group that had members becomes a consumer group with
+// its offsets, and stays one across a reload (its classic metadata record
+// is tombstoned).
+func TestConsumerGroupFromEmptyClassicSurvivesReload(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.topics.add("t", 1)
+	j := h.stable("g", joinOpts{})
+	h.commit("g", j.Generation, j.MemberID, map[string]int64{"t": 7})
+	wantCode(t, "leave", h.c.Leave("g", []Leaving{{MemberID: j.MemberID}})[0], nil)
+	m := h.member("g", "m", "t")
+	h.ok(m)
+	p := h.c.PartitionFor("g")
+	h.c.UnloadPartition(p)
+	h.load(p)
+	if l := h.c.List(); len(l) != 1 || l[0].Type != TypeConsumer {
+		t.Fatalf("after reload: %+v", l)
+	}
+	if got := h.fetched("g", "t"); got != 7 {
+		t.Fatalf("offset after the conversion and reload: %d, want 7", got)
+	}
+	h.ok(m)
+}
