@@ -26,6 +26,8 @@ type copiers struct {
 	// Begin/End calls (a fenced or timed-out transaction, retried).
 	committed, aborted, errors atomic.Int64
 	lastErr                    atomic.Value // string
+	// copied is how many values the check found in the copy.
+	copied int
 }
 
 // startCopiers starts n copiers from src to dst.
@@ -113,12 +115,15 @@ func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.
 	if err != nil {
 		return nil, err
 	}
+	for _, l := range dst {
+		cp.copied += len(l.Values)
+	}
 	return check.CheckCopy(src, dst, committed), nil
 }
 
 // summary is the copiers' line in the report.
 func (cp *copiers) summary() string {
-	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors", cp.committed.Load(), cp.aborted.Load(), cp.errors.Load())
+	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", cp.committed.Load(), cp.aborted.Load(), cp.errors.Load(), cp.copied)
 	if e, ok := cp.lastErr.Load().(string); ok {
 		s += " (last: " + e + ")"
 	}
