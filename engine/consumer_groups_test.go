@@ -333,3 +333,27 @@ func TestConsumerProtocolOnlineMigration(t *testing.T) {
 		t.Fatalf("ConsumerGroupDescribe after the downgrade: %+v", d)
 	}
 }
+
+// A franz-go consumer subscribing by regular expression on the consumer
+// protocol is assigned a topic created after it joined: the broker
+// re-evaluates the regex as topics come.
+func TestConsumerProtocolRegexTakesNewTopic(t *testing.T) {
+	tb := consumerProtocolBroker(t)
+	groupTopic(t, tb, "rx-a", 2)
+	produceValues(t, tb, "rx-a", 0, 5)
+	cl := consumerProtocolClient(t, tb, "rx-g", "rx-.*", kgo.ConsumeRegex())
+	seen := map[string]int{}
+	pollCommit(t, cl, 5, seen)
+	groupTopic(t, tb, "rx-b", 2)
+	produceValues(t, tb, "rx-b", 5, 5)
+	pollCommit(t, cl, 5, seen)
+	g := describeConsumerGroup(t, tb, "rx-g")
+	// franz-go sends the regex for the broker to resolve (wrapped to
+	// match anywhere in a name, as Go's regexp does).
+	if len(g.Members) != 1 || g.Members[0].SubscribedTopicRegex == nil || len(g.Members[0].SubscribedTopics) != 0 {
+		t.Fatalf("member's subscription: %+v", g.Members)
+	}
+	if n := len(g.Members[0].Assignment.TopicPartitions); n != 2 {
+		t.Fatalf("assigned %d topics, want rx-a and rx-b: %+v", n, g.Members[0].Assignment)
+	}
+}
