@@ -262,20 +262,33 @@ func (s *uniformState) byLoadDesc() []string {
 
 // findMove finds a partition of from that a subscriber with at least two
 // fewer partitions can take; a partition whose rack the taker matches and
-// from does not is preferred.
+// from does not is preferred. The least-loaded subscribers of each topic
+// are found once per call, not once per partition.
 func (s *uniformState) findMove(from string) (tidp, string, bool) {
 	tps := make([]tidp, 0, len(s.owned[from]))
 	for tp := range s.owned[from] {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool { return tidpLess(tps[i], tps[j]) })
+	n := len(s.owned[from])
+	least := map[[16]byte][]string{}
 	var found tidp
 	foundTo, foundScore := "", -1
-	n := len(s.owned[from])
 	for _, tp := range tps {
-		to := s.pickLeast(tp, s.subs[tp.topic], from)
-		if to == "" || len(s.owned[to])+2 > n {
+		cands, ok := least[tp.topic]
+		if !ok {
+			cands = s.leastLoaded(s.subs[tp.topic], from, n-2)
+			least[tp.topic] = cands
+		}
+		if len(cands) == 0 {
 			continue
+		}
+		to := cands[0]
+		for _, c := range cands {
+			if s.rackMatch(c, tp) {
+				to = c
+				break
+			}
 		}
 		score := 0
 		if s.rackMatch(to, tp) && !s.rackMatch(from, tp) {
@@ -286,6 +299,24 @@ func (s *uniformState) findMove(from string) (tidp, string, bool) {
 		}
 	}
 	return found, foundTo, foundScore >= 0
+}
+
+// leastLoaded lists, in id order, the candidates other than except that
+// hold the fewest partitions, if that is at most limit.
+func (s *uniformState) leastLoaded(candidates []string, except string, limit int) []string {
+	var out []string
+	low := 0
+	for _, id := range candidates {
+		n := len(s.owned[id])
+		switch {
+		case id == except || n > limit:
+		case len(out) == 0 || n < low:
+			out, low = append(out[:0], id), n
+		case n == low:
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func tidpLess(a, b tidp) bool {

@@ -111,11 +111,21 @@ type consumerGroup struct {
 	st *cgState
 	// timers holds each member's one timer (session, static-leave and
 	// revocation deadlines), by member id; stopped when the member goes.
-	timers map[string]Timer
+	timers map[string]*memberTimer
+}
+
+// memberTimer is a member's timer and when it is due. Invariant: at <= the
+// member's next deadline, so a later deadline (a heartbeat) costs no timer
+// operation: the timer re-arms itself for the rest when it fires.
+type memberTimer struct {
+	t  Timer
+	at time.Time
 }
 
 // cgState is what the records of a consumer group persist. It is copied
-// (clone) before a heartbeat changes it.
+// (clone) before a heartbeat changes it: the maps are copied, the members
+// shared until own gives the copy one of its own to change. Invariant: a
+// member reached through a clone is changed only after own.
 type cgState struct {
 	epoch       int32 // group epoch
 	targetEpoch int32 // Invariant: targetEpoch <= epoch
@@ -130,6 +140,8 @@ type cgState struct {
 	// subscribed is the metadata of the subscribed topics that exist (by
 	// name): a change bumps the group epoch.
 	subscribed map[string]topicSnapshot
+	// mine holds the ids of the members this copy may change (own, add).
+	mine map[string]bool
 }
 
 // topicSnapshot is a subscribed topic as the target was computed for it.
@@ -166,26 +178,43 @@ type cgMember struct {
 
 func newCGState() *cgState {
 	return &cgState{members: map[string]*cgMember{}, static: map[string]string{},
-		target: map[string]assignment{}, subscribed: map[string]topicSnapshot{}}
+		target: map[string]assignment{}, subscribed: map[string]topicSnapshot{}, mine: map[string]bool{}}
 }
 
 func (s *cgState) clone() *cgState {
 	n := &cgState{epoch: s.epoch, targetEpoch: s.targetEpoch,
 		members: make(map[string]*cgMember, len(s.members)), static: make(map[string]string, len(s.static)),
-		target: make(map[string]assignment, len(s.target)), subscribed: make(map[string]topicSnapshot, len(s.subscribed))}
+		target: make(map[string]assignment, len(s.target)), subscribed: make(map[string]topicSnapshot, len(s.subscribed)),
+		mine: map[string]bool{}}
 	for id, m := range s.members {
-		n.members[id] = m.clone()
+		n.members[id] = m
 	}
 	for k, v := range s.static {
 		n.static[k] = v
 	}
 	for id, a := range s.target {
-		n.target[id] = a.clone()
+		n.target[id] = a // never changed in place: computeTarget makes new ones
 	}
 	for k, v := range s.subscribed {
 		n.subscribed[k] = v
 	}
 	return n
+}
+
+// own replaces member id by a copy that only s holds (once) and returns
+// it.
+func (s *cgState) own(id string) *cgMember {
+	if s.mine[id] {
+		return s.members[id]
+	}
+	m := s.members[id].clone()
+	s.members[id], s.mine[id] = m, true
+	return m
+}
+
+// add puts a member made for s into it.
+func (s *cgState) add(m *cgMember) {
+	s.members[m.id], s.mine[m.id] = m, true
 }
 
 func (m *cgMember) clone() *cgMember {
@@ -263,7 +292,7 @@ func (c *Coordinator) ConsumerHeartbeat(req *ConsumerHeartbeat) ConsumerHeartbea
 			if code := g.dropEmptyClassic(); code != 0 {
 				return hbError(code, "")
 			}
-			g.cons = &consumerGroup{st: newCGState(), timers: map[string]Timer{}}
+			g.cons = &consumerGroup{st: newCGState(), timers: map[string]*memberTimer{}}
 		}
 	}
 	res := g.consumerHeartbeat(req)
@@ -445,7 +474,7 @@ func (g *group) consumerMember(st *cgState, req *ConsumerHeartbeat) (m *cgMember
 		if req.InstanceID != nil && *req.InstanceID != m.instanceID {
 			return nil, false, hbError(kerr.FencedInstanceID.Code, ""), false
 		}
-		return m, false, res, true
+		return st.own(id), false, res, true
 	}
 	if id == "" {
 		id = newUUIDString()
@@ -459,7 +488,7 @@ func (g *group) consumerMember(st *cgState, req *ConsumerHeartbeat) (m *cgMember
 		st.removeMember(old)
 	}
 	m = &cgMember{id: id}
-	st.members[id] = m
+	st.add(m)
 	return m, true, res, true
 }
 
@@ -479,7 +508,7 @@ func (g *group) joinStatic(st *cgState, id, instance string) (*cgMember, bool, C
 			m.epoch, m.prevEpoch = old.prevEpoch, old.prevEpoch
 			tgt := st.target[oldID]
 			st.removeMember(old)
-			st.members[id] = m
+			st.add(m)
 			st.static[instance] = id
 			if tgt != nil {
 				st.target[id] = tgt
@@ -488,7 +517,7 @@ func (g *group) joinStatic(st *cgState, id, instance string) (*cgMember, bool, C
 		}
 	}
 	m := &cgMember{id: id, instanceID: instance}
-	st.members[id] = m
+	st.add(m)
 	st.static[instance] = id
 	return m, true, ConsumerHeartbeatResult{}, true
 }
@@ -567,6 +596,7 @@ func (g *group) consumerLeave(old, st *cgState, req *ConsumerHeartbeat) Consumer
 		return hbError(kerr.UnknownMemberID.Code, "")
 	}
 	if req.MemberEpoch == epochStaticLeave {
+		m = st.own(m.id)
 		m.prevEpoch, m.epoch = m.epoch, epochStaticLeave
 	} else {
 		st.removeMember(m)

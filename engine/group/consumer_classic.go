@@ -115,7 +115,7 @@ func (g *group) upgrade() int16 {
 			classic: &classicMeta{session: cm.session, protocols: cm.protocols}}
 		m.assigned = g.assignmentIDs(cm.assignment)
 		m.deadline = now.Add(cm.session)
-		st.members[m.id] = m
+		st.add(m)
 		if m.instanceID != "" {
 			st.static[m.instanceID] = m.id
 		}
@@ -127,7 +127,7 @@ func (g *group) upgrade() int16 {
 		return appendErrorCode(err, false)
 	}
 	g.dropClassicState(kerr.RebalanceInProgress.Code)
-	g.cons = &consumerGroup{st: st, timers: map[string]Timer{}}
+	g.cons = &consumerGroup{st: st, timers: map[string]*memberTimer{}}
 	g.afterConsumerChange()
 	g.c.log.Info("classic group upgraded to a consumer group", "group", g.name, "members", len(st.members))
 	return 0
@@ -252,7 +252,8 @@ func (st *cgState) classicMember(id string, req *JoinRequest) (*cgMember, bool, 
 			m.id = id
 			tgt := st.target[cur]
 			st.removeMember(old)
-			st.members[id], st.static[req.InstanceID] = m, id
+			st.add(m)
+			st.static[req.InstanceID] = id
 			if tgt != nil {
 				st.target[id] = tgt
 			}
@@ -263,13 +264,13 @@ func (st *cgState) classicMember(id string, req *JoinRequest) (*cgMember, bool, 
 		if m.classic == nil {
 			return nil, false, kerr.UnknownMemberID.Code // a consumer-protocol member
 		}
-		return m, false, 0
+		return st.own(id), false, 0
 	}
 	if req.MemberID != "" && req.InstanceID == "" {
 		return nil, false, kerr.UnknownMemberID.Code
 	}
 	m := &cgMember{id: id, instanceID: req.InstanceID, assigned: assignment{}, pending: assignment{}}
-	st.members[id] = m
+	st.add(m)
 	if req.InstanceID != "" {
 		st.static[req.InstanceID] = id
 	}

@@ -25,7 +25,7 @@ func (g *group) afterConsumerChange() {
 	g.subscribed = g.consumerSubscribedNames(st)
 	for id, t := range g.cons.timers {
 		if st.members[id] == nil {
-			t.Stop()
+			t.t.Stop()
 			delete(g.cons.timers, id)
 		}
 	}
@@ -42,12 +42,15 @@ func (g *group) armMemberTimer(m *cgMember) {
 		return
 	}
 	d := max(due.Sub(g.c.clock.Now()), 0)
-	if t := g.cons.timers[m.id]; t != nil {
-		t.Reset(d)
+	if mt := g.cons.timers[m.id]; mt != nil {
+		if due.Before(mt.at) {
+			mt.t.Reset(d)
+			mt.at = due
+		}
 		return
 	}
 	id := m.id
-	g.cons.timers[id] = g.c.clock.AfterFunc(d, func() { g.onMemberTimer(id) })
+	g.cons.timers[id] = &memberTimer{t: g.c.clock.AfterFunc(d, func() { g.onMemberTimer(id) }), at: due}
 }
 
 func (m *cgMember) nextDeadline() time.Time {
@@ -96,7 +99,7 @@ func (g *group) stopConsumer() {
 		return
 	}
 	for id, t := range g.cons.timers {
-		t.Stop()
+		t.t.Stop()
 		delete(g.cons.timers, id)
 	}
 }

@@ -96,7 +96,7 @@ func (g *group) restoreConsumer(lc *loadedConsumer, now time.Time) {
 			m.revokeBy = now.Add(m.rebalance)
 		}
 		m.deadline = now.Add(g.sessionOf(m))
-		st.members[id] = m
+		st.add(m)
 		if m.instanceID != "" {
 			st.static[m.instanceID] = id
 		}
@@ -104,6 +104,6 @@ func (g *group) restoreConsumer(lc *loadedConsumer, now time.Time) {
 			st.target[id] = t
 		}
 	}
-	g.cons = &consumerGroup{st: st, timers: map[string]Timer{}}
+	g.cons = &consumerGroup{st: st, timers: map[string]*memberTimer{}}
 	g.afterConsumerChange()
 }

@@ -51,27 +51,27 @@ func (g *group) resolveSubscribed(st *cgState) map[string]topicSnapshot {
 	if topics == nil {
 		return out
 	}
-	add := func(name string) {
-		if t, ok := topics.ByName(name); ok {
-			out[name] = topicSnapshot{id: t.ID, partitions: t.Partitions}
-		}
-	}
-	regexes := map[string]bool{}
+	// Each name and each regex once, however many members share them.
+	wanted, regexes := map[string]bool{}, map[string]bool{}
 	for _, m := range st.members {
 		for _, name := range m.topics {
-			add(name)
+			wanted[name] = true
 		}
 		if m.regex != "" {
 			regexes[m.regex] = true
 		}
 	}
-	if len(regexes) == 0 {
-		return out
+	if len(regexes) > 0 {
+		names := topics.Names()
+		for re := range regexes {
+			for _, name := range matchRegex(re, names) {
+				wanted[name] = true
+			}
+		}
 	}
-	names := topics.Names()
-	for re := range regexes {
-		for _, name := range matchRegex(re, names) {
-			add(name)
+	for name := range wanted {
+		if t, ok := topics.ByName(name); ok {
+			out[name] = topicSnapshot{id: t.ID, partitions: t.Partitions}
 		}
 	}
 	return out
@@ -189,7 +189,15 @@ func (g *group) dropDeletedTopics(st *cgState) {
 			}
 		}
 	}
-	for _, m := range st.members {
+	for id, m := range st.members {
+		holds := false
+		for tid, isGone := range gone {
+			holds = holds || isGone && (m.assigned[tid] != nil || m.pending[tid] != nil)
+		}
+		if !holds {
+			continue
+		}
+		m = st.own(id)
 		for tid, isGone := range gone {
 			if isGone {
 				delete(m.assigned, tid)

@@ -59,7 +59,7 @@ type fakeMember struct {
 	owned               []TopicPartitions
 }
 
-func newConsumerHarness(t *testing.T, mutate ...func(*Config)) *consumerHarness {
+func newConsumerHarness(t testing.TB, mutate ...func(*Config)) *consumerHarness {
 	ft := &fakeTopics{byName: map[string]TopicMeta{}}
 	all := append([]func(*Config){func(c *Config) {
 		c.Consumer.Topics = ft
@@ -79,6 +79,15 @@ func (h *consumerHarness) member(group, id string, topics ...string) *fakeMember
 // the answer as a client would.
 func (h *consumerHarness) hb(m *fakeMember) ConsumerHeartbeatResult {
 	h.t.Helper()
+	res := h.c.ConsumerHeartbeat(h.request(m))
+	h.applyAnswer(m, res)
+	h.checkDisjoint()
+	checkOneOwner(h.t, h.c)
+	return res
+}
+
+// request is the member's next heartbeat.
+func (h *consumerHarness) request(m *fakeMember) *ConsumerHeartbeat {
 	req := &ConsumerHeartbeat{Group: m.group, MemberID: m.id, MemberEpoch: m.epoch, RebalanceTimeout: -1,
 		Owned: m.owned, ClientID: "c-" + m.id, ClientHost: "/127.0.0.1"}
 	if m.owned == nil {
@@ -100,16 +109,17 @@ func (h *consumerHarness) hb(m *fakeMember) ConsumerHeartbeatResult {
 			req.RackID = &m.rack
 		}
 	}
-	res := h.c.ConsumerHeartbeat(req)
+	return req
+}
+
+// applyAnswer takes a heartbeat's answer as a client would.
+func (h *consumerHarness) applyAnswer(m *fakeMember, res ConsumerHeartbeatResult) {
 	if res.ErrorCode == 0 {
 		m.epoch = res.MemberEpoch
 		if res.HasAssignment {
 			m.owned = res.Assignment
 		}
 	}
-	h.checkDisjoint()
-	checkOneOwner(h.t, h.c)
-	return res
 }
 
 func (h *consumerHarness) ok(m *fakeMember) ConsumerHeartbeatResult {
@@ -753,7 +763,7 @@ func FuzzConsumerHeartbeat(f *testing.F) {
 
 // checkOneOwner fails if two members of a consumer group hold (or still
 // revoke) one partition, as the coordinator's own state has it.
-func checkOneOwner(t *testing.T, c *Coordinator) {
+func checkOneOwner(t testing.TB, c *Coordinator) {
 	t.Helper()
 	c.eachGroup(func(g *group) {
 		if g.cons == nil {
@@ -825,4 +835,25 @@ func TestConsumerGroupFromEmptyClassicSurvivesReload(t *testing.T) {
 		t.Fatalf("offset after the conversion and reload: %d, want 7", got)
 	}
 	h.ok(m)
+}
+
+// A heartbeat whose records cannot be written changes nothing: the group
+// is as before, and the member may try again.
+func TestConsumerFailedWriteChangesNothing(t *testing.T) {
+	h := newConsumerHarness(t)
+	h.topics.add("t", 4)
+	a, b := h.member("g", "a", "t"), h.member("g", "b", "t")
+	h.ok(a)
+	before := fmt.Sprintf("%+v", h.describe("g"))
+	h.logFor("g").fail = fmt.Errorf("disk gone")
+	wantCode(t, "join while the log fails", h.hb(b).ErrorCode, kerr.NotCoordinator)
+	a.epoch = 1
+	if after := fmt.Sprintf("%+v", h.describe("g")); after != before {
+		t.Fatalf("a failed write changed the group:\n%s\nwas\n%s", after, before)
+	}
+	h.logFor("g").fail = nil
+	h.settle(a, b)
+	if count(a.owned) != 2 || count(b.owned) != 2 {
+		t.Fatalf("after the log recovered: a %v b %v", a.owned, b.owned)
+	}
 }
