@@ -32,6 +32,10 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
+		// The listeners as listeners.go derives them.
+		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
+		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
+		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
