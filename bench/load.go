@@ -68,6 +68,9 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 			return nil, err
 		}
 	}
+	if cfg.Mode == ModeRawProduce {
+		return r.rawProduceRun(ctx, res, progress)
+	}
 	producers, err := r.newProducers(ctx)
 	if err != nil {
 		return nil, err
@@ -105,6 +108,28 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	}
 	res.ProduceLatency = r.ack.Summary()
 	res.EndToEnd = r.e2e.Summary()
+	res.ProduceErrors = r.errs.Load()
+	if p := r.firstErr.Load(); p != nil {
+		res.FirstError = *p
+	}
+	return res, err
+}
+
+// rawProduceRun is a run of ModeRawProduce: no franz-go producer, no
+// consumer.
+func (r *run) rawProduceRun(ctx context.Context, res *Result, progress io.Writer) (*Result, error) {
+	ps, err := r.rawProducers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.start = time.Now()
+	if progress != nil && r.cfg.Progress > 0 {
+		stop := r.startProgress(progress, r.cfg.Progress)
+		defer stop()
+	}
+	tp, err := r.rawProduce(ctx, ps)
+	res.Produce = tp
+	res.ProduceLatency = r.ack.Summary()
 	res.ProduceErrors = r.errs.Load()
 	if p := r.firstErr.Load(); p != nil {
 		res.FirstError = *p

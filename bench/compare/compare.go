@@ -119,6 +119,7 @@ func Workloads(o Options) []Workload {
 				})
 			}
 		}
+		ws = append(ws, rawProduceWorkloads(with, all)...)
 		ws = append(ws,
 			Workload{
 				Name:  "catch-up",
@@ -193,6 +194,41 @@ func Workloads(o Options) []Workload {
 		}
 	}
 	return out
+}
+
+// rawProduceMetrics are the figures of the raw-produce workloads: the
+// broker's throughput and cost with the client nearly out of the way.
+var rawProduceMetrics = []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "client_cpu_share", "rss_mb"}
+
+// rawProduceWorkloads are the raw-produce workloads (bench/rawproduce.go):
+// 4 connections with 8 requests in flight each, 64 KiB batches, at 1 and
+// 16 partitions and both acks; and 100 connections each sending one
+// 100-byte record at a time (many small producers, linger 0), where
+// batched appends matter.
+func rawProduceWorkloads(with func(func(*bench.Config)) bench.Config, brokers []BrokerKind) []Workload {
+	var ws []Workload
+	for _, parts := range []int{1, 16} {
+		for _, acks := range []string{"1", "all"} {
+			ws = append(ws, Workload{
+				Name:  fmt.Sprintf("raw-produce-%dp-acks%s", parts, acks),
+				Title: fmt.Sprintf("Raw produce (batches built once, 4 connections × 8 in flight), %d partition%s, acks=%s", parts, plural(parts), acks),
+				Config: with(func(c *bench.Config) {
+					c.Mode, c.Partitions, c.Consumers, c.Acks = bench.ModeRawProduce, parts, 0, acks
+					c.Producers, c.RawInFlight = 4, 8
+				}),
+				Brokers: brokers, Metrics: rawProduceMetrics,
+			})
+		}
+	}
+	return append(ws, Workload{
+		Name:  "raw-produce-100conn-100B",
+		Title: "Many small producers: 100 connections, one 100-byte record per request, 1 in flight each, 4 partitions, acks=1",
+		Config: with(func(c *bench.Config) {
+			c.Mode, c.Partitions, c.Consumers, c.Acks = bench.ModeRawProduce, 4, 0, "1"
+			c.Producers, c.RawInFlight, c.RecordSize, c.RawBatchRecords = 100, 1, 100, 1
+		}),
+		Brokers: brokers, Metrics: rawProduceMetrics,
+	})
 }
 
 func plural(n int) string {
@@ -568,7 +604,7 @@ var metricDefs = map[string]metricDef{
 		// Bytes the broker took in and gave out over the span CPUSeconds
 		// covers (catch-up runs: the read phase).
 		b := r.Result.Produce.Bytes + r.Result.Consume.Bytes
-		if r.Result.Config.Mode != bench.ModeProduceConsume {
+		if m := r.Result.Config.Mode; m == bench.ModeCatchUp || m == bench.ModeRawFetch {
 			b = r.Result.Consume.Bytes
 		}
 		gb := float64(b) / 1e9
@@ -579,6 +615,12 @@ var metricDefs = map[string]metricDef{
 	}},
 	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
+	}},
+	"client_cpu_share": {label: "load generator share of CPU used", short: "client share", unit: "", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.ClientCPU <= 0 || r.CPUSeconds <= 0 {
+			return 0, false
+		}
+		return r.ClientCPU / (r.ClientCPU + r.CPUSeconds), true
 	}},
 	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return float64(r.PeakRSS) / 1e6, r.PeakRSS > 0
