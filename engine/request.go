@@ -48,6 +48,7 @@ type Request struct {
 	broker *Broker
 	done   func(*Response)
 	frame  frameWriter
+	hot    *hotRequest // the pooled object r lives in (request_hot.go); nil for other APIs
 }
 
 var errMalformed = errors.New("malformed request")
@@ -57,14 +58,26 @@ var errMalformed = errors.New("malformed request")
 // goroutine. frame must stay untouched until done is called: decoded byte
 // fields (produce records) alias it.
 func (b *Broker) Handle(s *Session, frame []byte, done func(*Response)) {
-	r := &Request{Session: s, broker: b, done: done, Received: time.Now()}
+	r := newRequest(frame)
+	r.Session, r.broker, r.done, r.Received = s, b, done, time.Now()
 	body, err := r.parseHeader(frame)
 	if err != nil {
 		b.log.Debug("closing connection on bad request header", "remote", s.Remote, "err", err)
-		done(&Response{Close: true})
+		r.closeConn()
 		return
 	}
 	b.dispatch(r, body)
+}
+
+// newRequest takes a pooled Request for the hot APIs (the key is peeked
+// from the frame) and allocates one for the others.
+func newRequest(frame []byte) *Request {
+	if len(frame) >= 2 && isHot(int16(binary.BigEndian.Uint16(frame))) {
+		h := hotRequests.Get().(*hotRequest)
+		h.hot = h
+		return &h.Request
+	}
+	return new(Request)
 }
 
 // parseHeader reads request header v1 or v2 and returns the body.
@@ -81,7 +94,11 @@ func (r *Request) parseHeader(frame []byte) ([]byte, error) {
 		if int(n) > len(rest) {
 			return nil, errMalformed
 		}
-		r.ClientID = string(rest[:n])
+		if r.hot != nil {
+			r.ClientID = r.hot.names.intern(rest[:n])
+		} else {
+			r.ClientID = string(rest[:n])
+		}
 		rest = rest[n:]
 	}
 	return rest, nil
@@ -105,16 +122,8 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		r.closeConn()
 		return
 	}
-	msg := kmsg.RequestForKey(r.Key)
-	msg.SetVersion(r.Version)
-	if msg.IsFlexible() {
-		var err error
-		if body, err = skipTags(body); err != nil {
-			r.closeConn()
-			return
-		}
-	}
-	if err := msg.ReadFrom(body); err != nil {
+	msg, err := r.decode(body)
+	if err != nil {
 		b.log.Debug("closing connection on undecodable request", "api", a.name, "version", r.Version, "err", err)
 		r.closeConn()
 		return
@@ -126,6 +135,28 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		return
 	}
 	b.serve(r, a)
+}
+
+// decode reads the request body after the header: into the pooled
+// message for the hot APIs, with kmsg for the rest.
+func (r *Request) decode(body []byte) (kmsg.Request, error) {
+	var msg kmsg.Request
+	if r.hot != nil {
+		msg = r.hot.message()
+	} else {
+		msg = kmsg.RequestForKey(r.Key)
+	}
+	msg.SetVersion(r.Version)
+	if msg.IsFlexible() {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	if r.hot != nil {
+		return msg, r.hot.decode(body)
+	}
+	return msg, msg.ReadFrom(body)
 }
 
 func (b *Broker) serve(r *Request, a *api) {
@@ -191,12 +222,22 @@ func (r *Request) beginResponse(flexible bool) *frameWriter {
 func (r *Request) NoResponse() { r.finish(nil) }
 
 func (r *Request) closeConn() {
-	r.done(&Response{Close: true})
+	r.answer(&Response{Close: true})
 }
 
 func (r *Request) finish(resp *Response) {
 	r.broker.metrics.requestDone(r, resp)
-	r.done(resp)
+	r.answer(resp)
+}
+
+// answer completes the request. A pooled Request goes back to its pool
+// here: whoever answers must not touch r (or its Msg) afterwards.
+func (r *Request) answer(resp *Response) {
+	done, hot := r.done, r.hot
+	done(resp)
+	if hot != nil {
+		hot.release()
+	}
 }
 
 // logger returns a logger annotated with the request's identity.
