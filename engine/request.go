@@ -29,6 +29,11 @@ type Session struct {
 	// (TLS client certificate, SASL) it is AnonymousPrincipal. The
 	// authorizer checks ACLs against it and quotas are keyed by it.
 	Principal string
+
+	// Batch, when set, is the ProduceBatch of the event loop that serves
+	// this connection's frames: produce appends wait for its Flush
+	// (produce_batch.go). Nil appends at once.
+	Batch *ProduceBatch
 }
 
 // AnonymousPrincipal is the principal of a connection that has not

@@ -216,6 +216,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 type handler struct {
 	b      *engine.Broker
 	nextID atomic.Uint64
+	// batches are the event loops' produce batches, by loop; set by
+	// BeginLoops before any connection.
+	batches []*engine.ProduceBatch
 }
 
 func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
@@ -224,6 +227,24 @@ func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
 	h.b.Metrics().ConnOpened()
 	return c
 }
+
+// BeginLoops, OpenOnLoop and EndBatch make the handler a
+// netpoll.BatchHandler: each event loop gets a ProduceBatch, so that
+// produce requests served together append together.
+func (h *handler) BeginLoops(n int) {
+	h.batches = make([]*engine.ProduceBatch, n)
+	for i := range h.batches {
+		h.batches[i] = engine.NewProduceBatch()
+	}
+}
+
+func (h *handler) OpenOnLoop(remote net.Addr, loop int) netpoll.ConnHandler {
+	c := h.Open(remote).(*conn)
+	c.s.Batch = h.batches[loop]
+	return c
+}
+
+func (h *handler) EndBatch(loop int) { h.batches[loop].Flush() }
 
 // conn is one connection's adapter. Requests on a connection are served one
 // at a time, so reply is only ever the current request's callback.
