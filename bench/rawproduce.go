@@ -175,6 +175,7 @@ func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent c
 		if _, err := c.Write(p.frame); err != nil {
 			return err
 		}
+		p.r.reqs.produce.Add(1)
 	}
 	return ctx.Err()
 }

@@ -103,7 +103,7 @@ func Workloads(o Options) []Workload {
 		return c
 	}
 	all := o.Brokers
-	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"}
+	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "recs_per_produce", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
 	case SuiteKafka:
@@ -146,7 +146,7 @@ func Workloads(o Options) []Workload {
 					c.Partitions, c.Rate = 4, 20000
 				}),
 				Brokers: all,
-				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "rss_mb"},
+				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 			Workload{
 				Name:  "many-producers",
@@ -155,7 +155,7 @@ func Workloads(o Options) []Workload {
 					c.Partitions, c.Producers, c.Rate = 4, 100, 5000
 				}),
 				Brokers: all,
-				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "rss_mb"},
+				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 		)
 	case SuiteKfake:
@@ -615,6 +615,18 @@ var metricDefs = map[string]metricDef{
 	}},
 	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
+	}},
+	"recs_per_produce": {label: "records per produce request", short: "rec/produce", unit: "", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.Result.ProduceRequests == 0 {
+			return 0, false
+		}
+		return float64(r.Result.Produce.Records) / float64(r.Result.ProduceRequests), true
+	}},
+	"recs_per_fetch": {label: "records per fetch request", short: "rec/fetch", unit: "", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.Result.FetchRequests == 0 {
+			return 0, false
+		}
+		return float64(r.Result.Consume.Records) / float64(r.Result.FetchRequests), true
 	}},
 	"client_cpu_share": {label: "load generator share of CPU used", short: "client share", unit: "", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		if r.Result == nil || r.ClientCPU <= 0 || r.CPUSeconds <= 0 {

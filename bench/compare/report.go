@@ -58,6 +58,8 @@ func fmtMetric(metric string, v float64) string {
 		return fmt.Sprintf("%.4f", v)
 	case "client_cpu_share":
 		return fmt.Sprintf("%.2f", v)
+	case "recs_per_produce", "recs_per_fetch":
+		return fmt.Sprintf("%.1f", v)
 	}
 	return fmtValue(v)
 }
@@ -254,7 +256,8 @@ func (rep *Report) kafkaAhead() []string {
 			def := metricDefs[m]
 			s, ns := rep.Median(w.Name, Sluice, m)
 			k, nk := rep.Median(w.Name, Kafka, m)
-			if ns == 0 || nk == 0 || m == "sendfile_fraction" || m == "client_cpu_s" || m == "client_cpu_share" {
+			if ns == 0 || nk == 0 || m == "sendfile_fraction" || m == "client_cpu_s" || m == "client_cpu_share" ||
+				m == "recs_per_produce" || m == "recs_per_fetch" {
 				continue
 			}
 			if m == "cpu_s" && slices.Contains(w.Metrics, "cpu_per_gb") {
