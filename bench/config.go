@@ -61,6 +61,11 @@ type Config struct {
 	// RawBatchRecords is the records in each raw-produce batch (0: as
 	// many as fill BatchBytes, at most 64 KiB of values).
 	RawBatchRecords int `json:"raw_batch_records,omitempty"`
+	// RawPing makes raw-produce send ApiVersions v0 instead of Produce:
+	// the same connections, pacing and histogram over the broker's
+	// cheapest request, so that a latency run can be split into what the
+	// network loop and the machine cost and what producing adds.
+	RawPing bool `json:"raw_ping,omitempty"`
 	// Progress is how often the live line is printed; 0 disables it.
 	Progress time.Duration `json:"-"`
 }
@@ -112,6 +117,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BatchBytes, "batch-bytes", c.BatchBytes, "producer max batch bytes")
 	fs.BoolVar(&c.Compressible, "compressible", c.Compressible, "compressible values (repeated text) instead of random bytes")
 	fs.IntVar(&c.RawInFlight, "in-flight", c.RawInFlight, "raw-produce: requests in flight per connection (--producers is the connection count)")
+	fs.BoolVar(&c.RawPing, "ping", c.RawPing, "raw-produce: send ApiVersions v0 instead of Produce (the round trip without the produce path)")
 	fs.IntVar(&c.RawBatchRecords, "batch-records", c.RawBatchRecords, "raw-produce: records per batch (0 = up to 64 KiB of values)")
 	fs.Func("mode", "produce-consume, catch-up, raw-fetch or raw-produce (default "+string(c.Mode)+")", func(s string) error {
 		c.Mode = Mode(s)

@@ -135,3 +135,25 @@ func TestRawProduceAgainstSluice(t *testing.T) {
 		}
 	}
 }
+
+// TestRawPingAgainstSluice: --ping sends ApiVersions over the raw-produce
+// machinery, counts one "record" per answered request and writes nothing.
+func TestRawPingAgainstSluice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	tb := testbroker.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "raw-ping", 1
+	cfg.Mode, cfg.Acks, cfg.Consumers, cfg.Progress = ModeRawProduce, "1", 0, 0
+	cfg.Producers, cfg.RawInFlight, cfg.RawPing, cfg.Records = 2, 2, true, 500
+	res, err := Run(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProduceErrors != 0 || res.Produce.Records < 500 || res.Produce.Bytes != 0 || res.ProduceLatency.Count != res.Produce.Records {
+		t.Fatalf("errors %d (%s), %d answered, %d bytes, %d latencies", res.ProduceErrors, res.FirstError, res.Produce.Records, res.Produce.Bytes, res.ProduceLatency.Count)
+	}
+}

@@ -107,8 +107,14 @@ func (r *run) rawProducers(ctx context.Context) ([]*rawProducer, error) {
 		req.Topics = append(req.Topics, t)
 		f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-bench-raw"))
 		recs := int64(len(parts) * r.cfg.rawBatchRecords())
-		ps = append(ps, &rawProducer{r: r, addr: addr, frame: f.AppendRequest(nil, req, 0),
-			recs: recs, valueBytes: recs * int64(r.cfg.RecordSize)})
+		p := &rawProducer{r: r, addr: addr, frame: f.AppendRequest(nil, req, 0),
+			recs: recs, valueBytes: recs * int64(r.cfg.RecordSize)}
+		if r.cfg.RawPing {
+			ping := kmsg.NewPtrApiVersionsRequest()
+			ping.Version = 0
+			p.frame, p.recs, p.valueBytes = f.AppendRequest(nil, ping, 0), 1, 0
+		}
+		ps = append(ps, p)
 	}
 	return ps, nil
 }
@@ -206,13 +212,25 @@ func (p *rawProducer) readResponses(c net.Conn, sent <-chan time.Time) error {
 		if got := int32(binary.BigEndian.Uint32(body)); got != corr {
 			return fmt.Errorf("raw produce: correlation id %d, want %d", got, corr)
 		}
-		if err := produceResponseError(body[4:]); err != nil {
+		if err := p.responseError(body[4:]); err != nil {
 			p.r.fail(err)
 			continue
 		}
 		p.r.ack.Record(time.Since(due))
 		p.r.produced.Add(p.recs)
 		p.r.producedBytes.Add(p.valueBytes)
+	}
+	return nil
+}
+
+// responseError checks a response body (after the correlation id).
+func (p *rawProducer) responseError(b []byte) error {
+	if !p.r.cfg.RawPing {
+		return produceResponseError(b)
+	}
+	d := rawDecoder{b: b} // ApiVersions v0: error code first
+	if code := d.int16(); d.bad || code != 0 {
+		return fmt.Errorf("raw ping: ApiVersions error %d", code)
 	}
 	return nil
 }
