@@ -99,7 +99,7 @@ func (b *Broker) handleProduce(r *Request) {
 	s.r, s.acks = r, req.Acks
 	resp := s.shapeResponse(req)
 	reqErr := produceRequestError(r.Version, req)
-	batch := r.Session.Batch
+	batch := r.produceBatch()
 	for i := range req.Topics {
 		rt, out := &req.Topics[i], &resp.Topics[i]
 		var t *Topic

@@ -54,6 +54,19 @@ type Request struct {
 	done   func(*Response)
 	frame  frameWriter
 	hot    *hotRequest // the pooled object r lives in (request_hot.go); nil for other APIs
+	// offLoop is set when the handler runs on a goroutine of its own
+	// rather than on the caller's (the network loop's): it must not use
+	// the loop's ProduceBatch.
+	offLoop bool
+}
+
+// produceBatch is the batch this request's appends may join: the
+// session's, when the handler runs on the goroutine that flushes it.
+func (r *Request) produceBatch() *ProduceBatch {
+	if r.offLoop {
+		return nil
+	}
+	return r.Session.Batch
 }
 
 var errMalformed = errors.New("malformed request")
@@ -136,6 +149,7 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 	r.Msg = msg
 	b.metrics.requestStarted(a)
 	if b.cluster != nil && writesGroupLog(r.Key) {
+		r.offLoop = true
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
