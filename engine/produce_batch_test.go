@@ -191,3 +191,27 @@ func equalInts(a, b []int64) bool {
 	}
 	return true
 }
+
+// TestProduceOffLoopSkipsBatch: a produce served on a goroutine of its own
+// (a cluster's transactional produce, txn_verify.go) must not join the
+// loop's batch, which only the loop flushes: it is answered at once.
+func TestProduceOffLoopSkipsBatch(t *testing.T) {
+	br := benchBroker(t)
+	batch := NewProduceBatch()
+	f := batchProduceFrame(t, 1, "bench", map[int32][]byte{0: BuildTestBatch(t, TestBatchOpts{ProducerID: -1}, TestRecord{Value: []byte("x")})})
+	var a answers
+	r := newRequest(f)
+	r.Session, r.broker, r.done = &Session{Batch: batch}, br, a.done(t)
+	body, err := r.parseHeader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Msg, err = r.decode(body); err != nil {
+		t.Fatal(err)
+	}
+	r.offLoop = true
+	br.serve(r, lookupAPI(r.Key))
+	if batch.Pending() || len(a.got) != 1 || a.got[0].Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("pending %v, %d answers", batch.Pending(), len(a.got))
+	}
+}
