@@ -33,6 +33,7 @@ type run struct {
 	firstErr                atomic.Pointer[string]
 
 	ack, e2e *Recorder
+	lag      *Recorder // raw-produce at a fixed rate: send time - scheduled time
 	hooks    Hooks
 	reqs     requestCounter // the run's clients' produce and fetch requests
 }
@@ -74,7 +75,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), hooks: hooks}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), lag: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
@@ -152,6 +153,7 @@ func (r *run) rawProduceRun(ctx context.Context, res *Result, progress io.Writer
 	res.Produce = tp
 	res.ProduceLatency = r.ack.Summary()
 	res.ProduceRequests = r.reqs.produce.Load()
+	res.SendLag = r.lag.Summary()
 	res.ProduceErrors = r.errs.Load()
 	if p := r.firstErr.Load(); p != nil {
 		res.FirstError = *p

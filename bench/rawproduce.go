@@ -178,6 +178,11 @@ func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent c
 		}
 		binary.BigEndian.PutUint32(p.frame[8:], uint32(corr))
 		sent <- due // blocks while the window is full
+		if rate > 0 {
+			// The client's own part of the latency: how late the send
+			// left against its schedule (timer overshoot, scheduling).
+			p.r.lag.Record(time.Since(due))
+		}
 		if _, err := c.Write(p.frame); err != nil {
 			return err
 		}

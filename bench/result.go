@@ -21,6 +21,9 @@ type Result struct {
 	Consume        Throughput     `json:"consume"`
 	ProduceLatency LatencySummary `json:"produce_ack_latency"`
 	EndToEnd       LatencySummary `json:"end_to_end_latency"`
+	// SendLag (raw-produce at a fixed rate) is how late each request left
+	// against its schedule: the client's own share of ProduceLatency.
+	SendLag LatencySummary `json:"send_lag,omitempty"`
 	// ProduceRequests and FetchRequests are the requests the run's
 	// clients wrote over the measured span (catch-up: the whole run).
 	ProduceRequests int64  `json:"produce_requests,omitempty"`
@@ -75,6 +78,7 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
+	printLat("send lag", r.SendLag)
 	if r.ProduceRequests > 0 {
 		fmt.Fprintf(w, "  requests: %d produce (%.1f records each)", r.ProduceRequests, float64(r.Produce.Records)/float64(r.ProduceRequests))
 		if r.FetchRequests > 0 {
