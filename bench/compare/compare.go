@@ -741,6 +741,7 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 		}
 	}
 	old.Runs = runs
+	old.Workloads = mergeWorkloads(old.Workloads, fresh.Workloads, fresh.Options)
 	if fresh.Limits != nil && old.Limits != nil {
 		old.Limits.SendfileMBps = max(old.Limits.SendfileMBps, fresh.Limits.SendfileMBps)
 		old.Limits.WriteMBps = max(old.Limits.WriteMBps, fresh.Limits.WriteMBps)
@@ -752,6 +753,39 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 		fresh.Options.Rounds, fresh.Options.Duration, strings.TrimSpace(fresh.Options.Command)))
 	old.Finished = old.Finished.Add(fresh.Finished.Sub(fresh.Started))
 	return old, nil
+}
+
+// mergeWorkloads is the old report's workloads with fresh's definitions of
+// those re-run and fresh's new ones added (a workload the old report did
+// not have would otherwise have runs but no table), in the suite's order.
+func mergeWorkloads(old, fresh []Workload, o Options) []Workload {
+	byName := map[string]Workload{}
+	var out []Workload
+	for _, w := range old {
+		byName[w.Name] = w
+	}
+	for _, w := range fresh {
+		byName[w.Name] = w
+	}
+	rank := map[string]int{}
+	for i, w := range Workloads(Options{Suite: o.Suite, Brokers: o.Brokers}) {
+		rank[w.Name] = i
+	}
+	for _, w := range byName {
+		out = append(out, w)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, iok := rank[out[i].Name]
+		rj, jok := rank[out[j].Name]
+		switch {
+		case iok && jok:
+			return ri < rj
+		case iok != jok:
+			return iok // known workloads first
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 func loadReport(path string) (*Report, error) {

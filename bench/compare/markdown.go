@@ -278,6 +278,17 @@ func benchFlags(c bench.Config) string {
 		f = append(f, "--duration "+c.Duration.String())
 	}
 	f = append(f, "--acks "+c.Acks)
+	if c.Mode == bench.ModeRawProduce {
+		if c.RawInFlight > 0 {
+			f = append(f, fmt.Sprintf("--in-flight %d", c.RawInFlight))
+		}
+		if c.RawBatchRecords > 0 {
+			f = append(f, fmt.Sprintf("--batch-records %d", c.RawBatchRecords))
+		}
+		if c.RawPing {
+			f = append(f, "--ping")
+		}
+	}
 	return strings.Join(f, " ")
 }
 
