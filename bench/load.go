@@ -34,6 +34,7 @@ type run struct {
 
 	ack, e2e *Recorder
 	lag      *Recorder // raw-produce at a fixed rate: send time - scheduled time
+	rtt      *Recorder // raw-produce: response time - send time
 	hooks    Hooks
 	reqs     requestCounter // the run's clients' produce and fetch requests
 }
@@ -75,7 +76,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), lag: NewRecorder(), hooks: hooks}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
@@ -153,7 +154,7 @@ func (r *run) rawProduceRun(ctx context.Context, res *Result, progress io.Writer
 	res.Produce = tp
 	res.ProduceLatency = r.ack.Summary()
 	res.ProduceRequests = r.reqs.produce.Load()
-	res.SendLag = r.lag.Summary()
+	res.SendLag, res.RoundTrip = r.lag.Summary(), r.rtt.Summary()
 	res.ProduceErrors = r.errs.Load()
 	if p := r.firstErr.Load(); p != nil {
 		res.FirstError = *p

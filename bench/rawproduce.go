@@ -145,10 +145,15 @@ func (p *rawProducer) run(ctx context.Context, rate float64) error {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	inflight := max(p.r.cfg.RawInFlight, 1)
-	sent := make(chan time.Time, inflight) // send times, in request order
+	sent := make(chan sendTimes, inflight) // in request order
+	window := make(chan struct{}, inflight)
 	readErr := make(chan error, 1)
-	go func() { readErr <- p.readResponses(c, sent) }()
-	werr := p.send(ctx, c, rate, sent)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone) // a reader that gave up must not leave the sender waiting
+		readErr <- p.readResponses(c, sent, window)
+	}()
+	werr := p.send(ctx, c, rate, sent, window, readDone)
 	close(sent)
 	rerr := <-readErr
 	if werr != nil && ctx.Err() == nil {
@@ -157,9 +162,13 @@ func (p *rawProducer) run(ctx context.Context, rate float64) error {
 	return rerr
 }
 
-// send writes requests while the run lasts; each waits for room in sent,
-// which the reader drains as responses come back.
-func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent chan<- time.Time) error {
+// sendTimes are when a request was due (its schedule, or when the sender
+// got to it) and when it was written.
+type sendTimes struct{ due, at time.Time }
+
+// send writes requests while the run lasts; each waits for room in the
+// window, which the reader frees as responses come back.
+func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent chan<- sendTimes, window chan<- struct{}, readDone <-chan struct{}) error {
 	cfg := &p.r.cfg
 	deadline := p.r.start.Add(cfg.Duration)
 	for corr := int32(1); ctx.Err() == nil; corr++ {
@@ -177,15 +186,21 @@ func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent c
 			return nil
 		}
 		binary.BigEndian.PutUint32(p.frame[8:], uint32(corr))
-		sent <- due // blocks while the window is full
+		select {
+		case window <- struct{}{}: // blocks while the window is full
+		case <-readDone:
+			return errors.New("raw produce: the response reader stopped")
+		}
+		at := time.Now()
 		if rate > 0 {
 			// The client's own part of the latency: how late the send
 			// left against its schedule (timer overshoot, scheduling).
-			p.r.lag.Record(time.Since(due))
+			p.r.lag.Record(at.Sub(due))
 		}
 		if _, err := c.Write(p.frame); err != nil {
 			return err
 		}
+		sent <- sendTimes{due, at} // never blocks: the window bounds it
 		p.r.reqs.produce.Add(1)
 	}
 	return ctx.Err()
@@ -193,11 +208,11 @@ func (p *rawProducer) send(ctx context.Context, c net.Conn, rate float64, sent c
 
 // readResponses reads one response per send time, in order, until sent is
 // closed and drained.
-func (p *rawProducer) readResponses(c net.Conn, sent <-chan time.Time) error {
+func (p *rawProducer) readResponses(c net.Conn, sent <-chan sendTimes, window <-chan struct{}) error {
 	br := bufio.NewReaderSize(c, 64<<10)
 	var buf []byte
 	corr := int32(0)
-	for due := range sent {
+	for st := range sent {
 		corr++
 		var size [4]byte
 		if _, err := io.ReadFull(br, size[:]); err != nil {
@@ -217,11 +232,14 @@ func (p *rawProducer) readResponses(c net.Conn, sent <-chan time.Time) error {
 		if got := int32(binary.BigEndian.Uint32(body)); got != corr {
 			return fmt.Errorf("raw produce: correlation id %d, want %d", got, corr)
 		}
+		now := time.Now()
+		<-window
 		if err := p.responseError(body[4:]); err != nil {
 			p.r.fail(err)
 			continue
 		}
-		p.r.ack.Record(time.Since(due))
+		p.r.ack.Record(now.Sub(st.due))
+		p.r.rtt.Record(now.Sub(st.at))
 		p.r.produced.Add(p.recs)
 		p.r.producedBytes.Add(p.valueBytes)
 	}

@@ -24,6 +24,10 @@ type Result struct {
 	// SendLag (raw-produce at a fixed rate) is how late each request left
 	// against its schedule: the client's own share of ProduceLatency.
 	SendLag LatencySummary `json:"send_lag,omitempty"`
+	// RoundTrip (raw-produce) runs from each request's write to its
+	// response: ProduceLatency without the client's lateness and, with
+	// requests pipelined, without the wait for a free slot.
+	RoundTrip LatencySummary `json:"round_trip,omitempty"`
 	// ProduceRequests and FetchRequests are the requests the run's
 	// clients wrote over the measured span (catch-up: the whole run).
 	ProduceRequests int64  `json:"produce_requests,omitempty"`
@@ -79,6 +83,7 @@ func (r *Result) WriteText(w io.Writer) {
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
 	printLat("send lag", r.SendLag)
+	printLat("rtt", r.RoundTrip)
 	if r.ProduceRequests > 0 {
 		fmt.Fprintf(w, "  requests: %d produce (%.1f records each)", r.ProduceRequests, float64(r.Produce.Records)/float64(r.ProduceRequests))
 		if r.FetchRequests > 0 {
