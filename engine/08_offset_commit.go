@@ -42,12 +42,18 @@ func (b *Broker) handleOffsetCommit(r *Request) {
 	c := commitRequest(r, req)
 	// Unknown topics fail first, whatever the group says (as Kafka's
 	// request layer filters them before the coordinator).
+	shareID := b.isShareGroup(req.Group) // Kafka: "Group g is not a consumer group."
 	for i := range c.Offsets {
-		if b.Topic(c.Offsets[i].Topic) == nil {
+		switch {
+		case b.Topic(c.Offsets[i].Topic) == nil:
 			c.Offsets[i].ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case shareID:
+			c.Offsets[i].ErrorCode = kerr.GroupIDNotFound.Code
 		}
 	}
-	b.groups.Commit(c)
+	if !shareID {
+		b.groups.Commit(c)
+	}
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	k := 0

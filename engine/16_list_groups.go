@@ -23,6 +23,7 @@ func (b *Broker) handleListGroups(r *Request) {
 	req := r.Msg.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	resp.Groups = []kmsg.ListGroupsResponseGroup{}
+	b.listShareGroups(req, resp)
 	if !matchesFilter(req.TypesFilter, classicGroupType) {
 		r.Respond(resp)
 		return

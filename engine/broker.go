@@ -20,6 +20,9 @@ type Broker struct {
 	clusterID string
 	host      string // advertised host
 	port      int32  // advertised port
+	// endpoints are the advertised listeners, the primary first
+	// (listeners.go).
+	endpoints []endpoint
 
 	meta    metaState        // the metadata image and its store (image.go)
 	hosted  partitionManager // the partitions open here (registry.go)
@@ -27,6 +30,7 @@ type Broker struct {
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
+	share    *shareBroker       // share groups (share.go)
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
@@ -36,6 +40,9 @@ type Broker struct {
 	// dynamic holds the dynamic broker configs and the effective config
 	// they lead to (dynconfig.go); replaced at image changes.
 	dynamic atomic.Pointer[brokerConfigs]
+
+	authz  authzState // ACLs (authz.go)
+	quotas quotaState // client quotas and throttling (quota.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -56,6 +63,9 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	if b.host, b.port, err = cfg.AdvertisedHostPort(); err != nil {
 		return nil, err
 	}
+	if b.endpoints, err = advertisedEndpoints(&cfg); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -66,6 +76,7 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 		return nil, err
 	}
 	b.replicas = newReplicaManager(cfg, log)
+	b.initAuthz() // authz.go
 	if err := b.openStore(link); err != nil {
 		b.replicas.close()
 		return nil, err
@@ -112,10 +123,14 @@ func (b *Broker) startSubsystems() error {
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
 	if b.cluster != nil {
 		b.groups = newClusterGroupCoordinator(b)
+		b.share = newShareBroker(b)
 		return nil
 	}
-	b.groups, err = newGroupCoordinator(b)
-	return err
+	if b.groups, err = newGroupCoordinator(b); err != nil {
+		return err
+	}
+	b.share = newShareBroker(b)
+	return b.share.loadLocal()
 }
 
 // Config returns the broker's configuration.
@@ -142,6 +157,7 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
+		b.share.close()
 		err = cmp.Or(b.closeTopics(), b.meta.store.Close())
 		b.log.Info("broker stopped cleanly")
 	})

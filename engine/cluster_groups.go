@@ -22,6 +22,7 @@ func newClusterGroupCoordinator(b *Broker) *groupCoordinator {
 // syncGroups loads the offsets partitions this broker leads in img and
 // unloads the others. The caller holds meta.mu.
 func (b *Broker) syncGroups(img metadata.Image) {
+	defer b.syncShare(img)
 	ti, t := img.Topic(offsetsTopic), b.Topic(offsetsTopic)
 	if b.groups == nil || ti == nil || t == nil {
 		return
@@ -46,7 +47,7 @@ func (b *Broker) syncGroups(img metadata.Image) {
 // the leader of the group's offsets partition, or
 // COORDINATOR_NOT_AVAILABLE while there is none (creating the topic if it
 // does not exist yet).
-func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseCoordinator) {
+func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseCoordinator, listener string) {
 	img := b.image()
 	ti := img.Topic(offsetsTopic)
 	if ti == nil {
@@ -60,7 +61,7 @@ func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseC
 		return
 	}
 	leader := ti.Partitions[idx].Leader
-	host, port, ok := brokerEndpoint(img, leader)
+	host, port, ok := brokerEndpointFor(img, leader, listener)
 	if !ok {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return

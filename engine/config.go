@@ -18,10 +18,19 @@ import (
 // defaults and bounds are the table in configkeys.go.
 type Config struct {
 	NodeID    int32
-	Listen    string // host:port the listener binds
+	Listen    string // host:port the primary listener binds (listeners.go)
 	Advertise string // host:port clients are told to connect to
-	DataDir   string
-	ClusterID string // generated and stored in meta.properties when empty
+	// Listeners are the broker listeners; ProtocolMap is
+	// listener.security.protocol.map; Security holds the ssl.*, sasl.*
+	// and per-listener security keys as given (listeners.go).
+	Listeners      []Listener
+	ProtocolMap    map[string]string
+	Security       map[string]string
+	listenersRaw   string
+	advertisedRaw  string
+	protocolMapRaw string
+	DataDir        string
+	ClusterID      string // generated and stored in meta.properties when empty
 
 	NumPartitions         int32 // num.partitions for auto-created topics
 	AutoCreateTopics      bool  // auto.create.topics.enable
@@ -50,6 +59,7 @@ type Config struct {
 	GroupMaxSize               int32         // group.max.size
 	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions
 	OffsetsTopicSegmentBytes   int64         // offsets.topic.segment.bytes
+	ShareStateTopicPartitions  int32         // share.coordinator.state.topic.num.partitions
 	OffsetsRetention           time.Duration // offsets.retention.minutes
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
@@ -92,6 +102,10 @@ type Config struct {
 	// core). cmd/sluice reads them; the engine never touches a socket.
 	Net      string
 	NetLoops int
+
+	// Authz is authorization, client quotas and connection limits
+	// (authz.go, configkeys_authz.go).
+	Authz AuthzConfig
 }
 
 // DefaultConfig returns the embedded defaults that `sluice serve` runs
@@ -148,6 +162,10 @@ func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
 	}
 	given := map[string]property{}
 	for _, p := range props {
+		if IsSecurityKey(p.key) {
+			c.setSecurity(p.key, p.val)
+			continue
+		}
 		ref, ok := brokerKeys[p.key]
 		if !ok || ref.key.use == useFixed {
 			unknown = append(unknown, p.key)
@@ -172,6 +190,10 @@ func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
 // Set applies one key (or alias) and its value to c, as a server.properties
 // line would; `sluice serve` layers its flags and environment through it.
 func (c *Config) Set(name, value string) error {
+	if IsSecurityKey(name) {
+		c.setSecurity(name, value)
+		return nil
+	}
 	ref, ok := brokerKeys[name]
 	if !ok || ref.key.use != useConfig {
 		return fmt.Errorf("%s: not a key Sluice sets", name)
@@ -251,56 +273,6 @@ func readProperties(r io.Reader) ([]property, error) {
 	return out, err
 }
 
-// setListener takes the first PLAINTEXT listener of a Kafka listener list
-// ("PLAINTEXT://host:port,CONTROLLER://…"); a bare host:port is accepted.
-// setListeners reads listeners: the PLAINTEXT listener clients use and,
-// when there is one, the controller listener (any other name; checked
-// against controller.listener.names when the cluster starts).
-func setListeners(c *Config, v string) error {
-	c.ControllerListen = ""
-	for _, l := range strings.Split(v, ",") {
-		name, addr, found := strings.Cut(strings.TrimSpace(l), "://")
-		if found && name != "PLAINTEXT" {
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return fmt.Errorf("bad %s listener address: %w", name, err)
-			}
-			c.ControllerListen = addr
-		}
-	}
-	if c.ControllerListen != "" && !strings.Contains(v, "PLAINTEXT://") {
-		c.Listen = "" // a controller-only node; a broker is refused at start
-		return nil
-	}
-	return setListener(&c.Listen, v)
-}
-
-func listenersString(c *Config) string {
-	s := listenerOrEmpty(c.Listen)
-	if c.ControllerListen != "" {
-		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
-	}
-	return strings.TrimPrefix(s, ",")
-}
-
-func setListener(dst *string, v string) error {
-	for _, l := range strings.Split(v, ",") {
-		l = strings.TrimSpace(l)
-		name, addr, found := strings.Cut(l, "://")
-		if !found {
-			addr, name = l, "PLAINTEXT"
-		}
-		if name != "PLAINTEXT" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("bad listener address: %w", err)
-		}
-		*dst = addr
-		return nil
-	}
-	return fmt.Errorf("no PLAINTEXT listener (only plaintext is served)")
-}
-
 func setDir(c *Config, v string) error {
 	dirs := strings.Split(v, ",")
 	if len(dirs) > 1 {
@@ -311,13 +283,6 @@ func setDir(c *Config, v string) error {
 	}
 	c.DataDir = strings.TrimSpace(dirs[0])
 	return nil
-}
-
-func listenerOrEmpty(addr string) string {
-	if addr == "" {
-		return ""
-	}
-	return "PLAINTEXT://" + addr
 }
 
 func setMessageMaxBytes(c *Config, v string) error {

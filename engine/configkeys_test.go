@@ -23,7 +23,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
-		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
+		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, ShareStateTopicPartitions: 50, OffsetsRetention: 7 * 24 * time.Hour,
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 		// The cluster's keys, Kafka's defaults; without voters they change
 		// nothing of a single node.
@@ -32,6 +32,13 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
+		// The listeners as listeners.go derives them.
+		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
+		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
+		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		// Authorization, quotas and connection limits (configkeys_authz.go).
+		Authz: AuthzConfig{MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, MaxConnectionCreateRate: math.MaxInt32,
+			QuotaWindowNum: 11, QuotaWindowSeconds: 1},
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
@@ -157,6 +164,11 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 		// Dynamic-only in Kafka: the replication throttles.
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
+		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
+		"max.connections": {0, i32}, "max.connections.per.ip": {0, i32}, "max.connection.creation.rate": {0, i32},
+		"quota.window.num": {1, i32}, "quota.window.size.seconds": {1, i32},
+		// Share groups' coordinator (Kafka's range).
+		"share.coordinator.state.topic.num.partitions": {1, 10000},
 	}
 	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
 	for _, s := range groupBrokerSpecs {

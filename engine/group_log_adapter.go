@@ -55,7 +55,9 @@ func (l groupLog) Append(batch []byte) (int64, error) {
 func writesGroupLog(key int16) bool {
 	switch kmsg.Key(key) {
 	case kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
-		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit:
+		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit,
+		kmsg.ShareGroupHeartbeat, kmsg.ShareFetch, kmsg.ShareAcknowledge, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets,
+		kmsg.InitializeShareGroupState, kmsg.WriteShareGroupState, kmsg.DeleteShareGroupState:
 		return true
 	}
 	return false

@@ -106,6 +106,9 @@ func (pb *ProduceBatch) Flush() {
 	}
 	for i, s := range pb.reqs {
 		pb.reqs[i] = nil
+		// Held for the batch, the request took handler time, not a
+		// wait: client quotas (request_percentage) count it as inline.
+		s.r.authz.inline.Store(true)
 		s.complete(s.r.Msg.(*kmsg.ProduceRequest).TimeoutMillis)
 	}
 	pb.reqs = pb.reqs[:0]

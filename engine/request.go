@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +31,10 @@ type Session struct {
 	// authorizer checks ACLs against it and quotas are keyed by it.
 	Principal string
 
+	// Auth is the connection's SASL state on a SASL listener, nil on
+	// others; SaslHandshake and SaslAuthenticate drive it (17_*, 36_*).
+	Auth Authenticator
+
 	// Batch, when set, is the ProduceBatch of the event loop that serves
 	// this connection's frames: produce appends wait for its Flush
 	// (produce_batch.go). Nil appends at once.
@@ -53,12 +58,24 @@ type Request struct {
 	broker *Broker
 	done   func(*Response)
 	frame  frameWriter
-	hot    *hotRequest // the pooled object r lives in (request_hot.go); nil for other APIs
+	authz  requestAuthz // authz.go
+	hot    *hotRequest  // the pooled object r lives in (request_hot.go); nil for other APIs
 	// offLoop is set when the handler runs on a goroutine of its own
 	// rather than on the caller's (the network loop's): it must not use
 	// the loop's ProduceBatch.
 	offLoop bool
+	// dispatching says who returns a pooled request to its pool:
+	// notDispatching (whoever answers), inDispatch (dispatch, if the
+	// answer comes while it is still serving: it touches r after serve)
+	// or answeredInDispatch (the answer came; dispatch releases).
+	dispatching atomic.Int32
 }
+
+const (
+	notDispatching int32 = iota
+	inDispatch
+	answeredInDispatch
+)
 
 // produceBatch is the batch this request's appends may join: the
 // session's, when the handler runs on the goroutine that flushes it.
@@ -76,8 +93,19 @@ var errMalformed = errors.New("malformed request")
 // goroutine. frame must stay untouched until done is called: decoded byte
 // fields (produce records) alias it.
 func (b *Broker) Handle(s *Session, frame []byte, done func(*Response)) {
+	b.handle(s, frame, done, false)
+}
+
+// HandleOffLoop is Handle for a caller that is not the goroutine that
+// flushes s.Batch (a timer serving a muted connection's request later):
+// the request appends at once instead of joining the batch.
+func (b *Broker) HandleOffLoop(s *Session, frame []byte, done func(*Response)) {
+	b.handle(s, frame, done, true)
+}
+
+func (b *Broker) handle(s *Session, frame []byte, done func(*Response), offLoop bool) {
 	r := newRequest(frame)
-	r.Session, r.broker, r.done, r.Received = s, b, done, time.Now()
+	r.Session, r.broker, r.done, r.Received, r.offLoop = s, b, done, time.Now(), offLoop
 	body, err := r.parseHeader(frame)
 	if err != nil {
 		b.log.Debug("closing connection on bad request header", "remote", s.Remote, "err", err)
@@ -148,12 +176,21 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 	}
 	r.Msg = msg
 	b.metrics.requestStarted(a)
+	if !b.admit(r) { // authz.go: ACLs
+		return
+	}
 	if b.cluster != nil && writesGroupLog(r.Key) {
 		r.offLoop = true
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
+	r.authz.inline.Store(true) // quota.go: request_percentage counts inline answers
+	r.dispatching.Store(inDispatch)
 	b.serve(r, a)
+	r.authz.inline.Store(false)
+	if r.dispatching.Swap(notDispatching) == answeredInDispatch && r.hot != nil {
+		r.hot.release() // answered while serve ran: see answer
+	}
 }
 
 // decode reads the request body after the header: into the pooled
@@ -217,9 +254,16 @@ func skipTags(b []byte) ([]byte, error) {
 // the request.
 func (r *Request) Respond(resp kmsg.Response) {
 	resp.SetVersion(r.Version)
+	if r.authz.post != nil {
+		r.authz.post(resp) // authz.go: denied resources back in, hidden ones out
+	}
+	mute := r.throttleResponse(resp) // quota.go
 	w := r.beginResponse(resp.IsFlexible())
 	w.r.buf = resp.AppendTo(w.r.buf)
-	r.finish(w.finish())
+	out := w.finish()
+	out.Mute = mute
+	r.authz.viaRespond = true
+	r.finish(out)
 }
 
 // beginResponse starts a response frame with its header; handlers that
@@ -245,16 +289,21 @@ func (r *Request) closeConn() {
 }
 
 func (r *Request) finish(resp *Response) {
+	if !r.authz.viaRespond {
+		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
+	}
 	r.broker.metrics.requestDone(r, resp)
 	r.answer(resp)
 }
 
 // answer completes the request. A pooled Request goes back to its pool
-// here: whoever answers must not touch r (or its Msg) afterwards.
+// here, or when dispatch is done with it if it is still serving it:
+// whoever answers must not touch r (or its Msg) afterwards.
 func (r *Request) answer(resp *Response) {
 	done, hot := r.done, r.hot
+	inline := hot != nil && r.dispatching.CompareAndSwap(inDispatch, answeredInDispatch)
 	done(resp)
-	if hot != nil {
+	if hot != nil && !inline {
 		hot.release()
 	}
 }

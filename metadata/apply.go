@@ -35,12 +35,14 @@ func ApplyAll(img Image, recs []Record) (Image, error) {
 // a batch costs what it touches, not the size of the image.
 type builder struct {
 	img                Image
+	ownScramMap        bool // scram.go
 	ownTopicMaps       bool
 	ownConfigMap       bool
 	ownFeatures        bool
 	ownBrokers         bool
 	ownTopics          map[[16]byte]bool       // TopicImages copied by this batch
 	ownResourceConfigs map[ConfigResource]bool // per-resource maps copied by this batch
+	ownACLs, ownQuotas bool                    // authz.go
 }
 
 func invalid(format string, args ...any) error {
@@ -49,6 +51,10 @@ func invalid(format string, args ...any) error {
 
 func (b *builder) apply(r Record) error {
 	switch r := r.(type) {
+	case UserScramCredentialRecord: // scram.go
+		return b.userScramCredential(r)
+	case RemoveUserScramCredentialRecord:
+		return b.removeUserScramCredential(r)
 	case TopicRecord:
 		return b.topic(r)
 	case PartitionRecord:
@@ -75,6 +81,12 @@ func (b *builder) apply(r Record) error {
 		return b.changeBroker(r.BrokerID, r.BrokerEpoch, r.Fenced, r.InControlledShutdown)
 	case PartitionChangeRecord:
 		return b.partitionChange(r)
+	case AccessControlEntryRecord:
+		return b.addACL(r)
+	case RemoveAccessControlEntryRecord:
+		return b.removeACL(r)
+	case ClientQuotaRecord:
+		return b.clientQuota(r)
 	}
 	return invalid("unknown record %T", r)
 }

@@ -17,6 +17,8 @@ import (
 // The zero Image is the empty one.
 type Image struct {
 	clusterID string
+	// scram holds every SCRAM credential (scram.go).
+	scram map[ScramKey]ScramCredential
 	// Invariant: topics and topicsByID hold the same *TopicImage values,
 	// keyed by their Name and ID.
 	topics     map[string]*TopicImage
@@ -29,6 +31,10 @@ type Image struct {
 	// brokers holds every registered broker by id. Invariant: each value's
 	// ID is its key.
 	brokers map[int32]BrokerImage
+	// acls holds every ACL by its id; quotas every client-quota entity's
+	// keys (authz.go). Invariant: no quota map is empty.
+	acls   map[[16]byte]ACL
+	quotas map[QuotaEntity]map[string]float64
 }
 
 // TopicImage is one topic. Read-only, like everything an Image returns.
@@ -115,8 +121,9 @@ func (img Image) FeatureLevel(name string) (int16, bool) {
 
 // IsEmpty reports whether no record has changed the image.
 func (img Image) IsEmpty() bool {
-	return img.clusterID == "" && len(img.topics) == 0 && len(img.configs) == 0 &&
-		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0
+	return img.clusterID == "" && len(img.scram) == 0 && len(img.topics) == 0 && len(img.configs) == 0 &&
+		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0 &&
+		len(img.acls) == 0 && len(img.quotas) == 0
 }
 
 // Records returns records that rebuild the image when applied to an empty
@@ -131,6 +138,7 @@ func (img Image) Records() []Record {
 		out = append(out, FeatureLevelRecord{Name: name, FeatureLevel: img.features[name]})
 	}
 	out = append(out, img.brokerRecords()...)
+	out = append(out, img.scramRecords()...)
 	for _, t := range img.Topics() {
 		out = append(out, TopicRecord{Name: t.Name, TopicID: t.ID})
 		for i, p := range t.Partitions {
@@ -140,6 +148,7 @@ func (img Image) Records() []Record {
 		}
 	}
 	out = append(out, img.configRecords()...)
+	out = append(out, img.authzRecords()...)
 	if img.producerIDs != (ProducerIDsImage{}) {
 		out = append(out, img.producerIDs.record())
 	}

@@ -27,6 +27,10 @@ const (
 
 func (t RecordType) String() string {
 	switch t {
+	case UserScramCredentialRecordType: // scram.go
+		return "UserScramCredentialRecord"
+	case RemoveUserScramCredentialRecordType:
+		return "RemoveUserScramCredentialRecord"
 	case TopicRecordType:
 		return "TopicRecord"
 	case PartitionRecordType:
@@ -53,6 +57,12 @@ func (t RecordType) String() string {
 		return "BrokerRegistrationChangeRecord"
 	case PartitionChangeRecordType:
 		return "PartitionChangeRecord"
+	case AccessControlEntryRecordType:
+		return "AccessControlEntryRecord"
+	case RemoveAccessControlEntryRecordType:
+		return "RemoveAccessControlEntryRecord"
+	case ClientQuotaRecordType:
+		return "ClientQuotaRecord"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -288,6 +298,10 @@ func DecodeRecord(b []byte) (Record, error) {
 
 func (d *decoder) body(typ RecordType, version uint8) Record {
 	switch typ {
+	case UserScramCredentialRecordType: // scram.go
+		return d.userScramCredential()
+	case RemoveUserScramCredentialRecordType:
+		return d.removeUserScramCredential()
 	case TopicRecordType:
 		return TopicRecord{Name: d.str(), TopicID: d.uuid()}
 	case PartitionRecordType:
@@ -315,6 +329,12 @@ func (d *decoder) body(typ RecordType, version uint8) Record {
 			Fenced: int8(d.u8()), InControlledShutdown: int8(d.u8())}
 	case PartitionChangeRecordType:
 		return d.partitionChange()
+	case AccessControlEntryRecordType:
+		return d.accessControlEntry()
+	case RemoveAccessControlEntryRecordType:
+		return RemoveAccessControlEntryRecord{ID: d.uuid()}
+	case ClientQuotaRecordType:
+		return d.clientQuota()
 	}
 	return nil
 }

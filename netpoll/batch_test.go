@@ -2,7 +2,6 @@ package netpoll
 
 import (
 	"bytes"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +22,8 @@ type batchConn struct {
 }
 
 func (b *batcher) BeginLoops(n int)          { b.loops = make([][]func(), n); b.begun.Add(1) }
-func (b *batcher) Open(net.Addr) ConnHandler { panic("Open called on a batching handler") }
-func (b *batcher) OpenOnLoop(_ net.Addr, loop int) ConnHandler {
+func (b *batcher) Open(ConnInfo) ConnHandler { panic("Open called on a batching handler") }
+func (b *batcher) OpenOnLoop(_ ConnInfo, loop int) ConnHandler {
 	return &batchConn{b: b, loop: loop}
 }
 
@@ -109,6 +108,6 @@ func TestBatchHandlerWithWorkers(t *testing.T) {
 type workersOnly struct{}
 
 func (w *workersOnly) BeginLoops(int)                       { panic("BeginLoops with workers") }
-func (w *workersOnly) OpenOnLoop(net.Addr, int) ConnHandler { panic("OpenOnLoop with workers") }
+func (w *workersOnly) OpenOnLoop(ConnInfo, int) ConnHandler { panic("OpenOnLoop with workers") }
 func (w *workersOnly) EndBatch(int)                         { panic("EndBatch with workers") }
-func (w *workersOnly) Open(a net.Addr) ConnHandler          { return echo.Open(a) }
+func (w *workersOnly) Open(info ConnInfo) ConnHandler       { return echo.Open(info) }

@@ -33,6 +33,7 @@ public final class CliScenario {
     static final String LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand";
     static final String API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand";
     static final String CLUSTER = "org.apache.kafka.tools.ClusterTool";
+    static final String ACLS = "org.apache.kafka.tools.AclCommand";
     static final String PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance";
     static final String CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance";
 
@@ -259,6 +260,7 @@ public final class CliScenario {
             }
             return precords + " records: " + l.get(l.size() - 1);
         });
+        aclsAndQuotas();
         rep.check("kafka-topics delete", () -> {
             Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--delete", "--topic", ptopic).ok();
             if (Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--list").ok().lines().contains(ptopic)) {
@@ -267,6 +269,50 @@ public final class CliScenario {
             return "--delete, then --list no longer shows it";
         });
         return !rep.failed();
+    }
+
+    /**
+     * kafka-acls --add/--list/--remove and kafka-configs client quotas. The broker keeps ACLs and
+     * quotas whether or not an authorizer is configured (this one has none), so nothing else of
+     * the run is affected: the quota names a client id no other step uses, and is removed.
+     */
+    void aclsAndQuotas() {
+        rep.check("kafka-acls add/list/remove", () -> {
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--add", "--allow-principal", "User:cli-user",
+                    "--operation", "Read", "--operation", "Describe", "--topic", TOPIC).ok();
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--add", "--deny-principal", "User:cli-user",
+                    "--operation", "Write", "--topic", "cli-", "--resource-pattern-type", "prefixed").ok();
+            Tool t = Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--list", "--principal", "User:cli-user").ok();
+            expect(t, "name=" + TOPIC + ", patternType=LITERAL");
+            expect(t, "name=cli-, patternType=PREFIXED");
+            expect(t, "operation=READ, permissionType=ALLOW");
+            expect(t, "operation=WRITE, permissionType=DENY");
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--remove", "--force", "--allow-principal", "User:cli-user",
+                    "--operation", "Read", "--operation", "Describe", "--topic", TOPIC).ok();
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--remove", "--force", "--topic", "cli-",
+                    "--resource-pattern-type", "prefixed").ok();
+            t = Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--list", "--principal", "User:cli-user").ok();
+            if (t.out.contains("operation=")) {
+                throw new AssertionError(t.failure("--list still shows ACLs of User:cli-user after --remove"));
+            }
+            return "a literal ALLOW and a prefixed DENY added, listed and removed (by binding, and all of a resource)";
+        });
+        rep.check("kafka-configs client quotas", () -> {
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "clients", "--entity-name",
+                    "cli-quota-client", "--add-config", "producer_byte_rate=1048576,request_percentage=50").ok();
+            Tool t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "clients",
+                    "--entity-name", "cli-quota-client").ok();
+            expect(t, "producer_byte_rate=1048576");
+            expect(t, "request_percentage=50");
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "clients", "--entity-name",
+                    "cli-quota-client", "--delete-config", "producer_byte_rate,request_percentage").ok();
+            t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "clients",
+                    "--entity-name", "cli-quota-client").ok();
+            if (t.out.contains("producer_byte_rate")) {
+                throw new AssertionError(t.failure("--describe still shows the quota after --delete-config"));
+            }
+            return "--alter --add-config, --describe, --delete-config on a client id";
+        });
     }
 
     /** Sums of CURRENT-OFFSET, LOG-END-OFFSET and LAG over the group's partitions of TOPIC. */
