@@ -96,6 +96,12 @@ type Config struct {
 	// (group.consumer.*, group.share.*, group.streams.*: defaults and
 	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
 	GroupProtocolKeys [numGroupBrokerInts]int64
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors consumer groups may use, the first the default.
+	GroupConsumerAssignors string
+	// GroupConsumerMigrationPolicy is group.consumer.migration.policy:
+	// online conversions between classic and consumer groups.
+	GroupConsumerMigrationPolicy string
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per

@@ -43,6 +43,8 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
 	}
+	want.GroupConsumerAssignors = "uniform,range"
+	want.GroupConsumerMigrationPolicy = "bidirectional"
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
 	}

@@ -7,6 +7,7 @@
 //	benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka nodes
 //	benchcompare share [flags]        ten share consumers on one partition, Sluice vs Kafka
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+//	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
 // It starts Sluice from the sluice binary beside it (--sluice-bin to
@@ -43,6 +44,8 @@ func main() {
 		err = compare.ShareMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
+	case "rebalance":
+		err = compare.RebalanceMain(ctx, args)
 	case "serve-kfake":
 		err = compare.KfakeMain(ctx, args)
 	case "help", "-h", "--help":
@@ -69,6 +72,7 @@ Usage:
   benchcompare share [flags]        ten share consumers of one partition acknowledging every
                                     record: records/s, redelivery p50/p99, Sluice vs Kafka 4.4
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+  benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
 Flags of each: benchcompare COMMAND -h.
