@@ -109,6 +109,22 @@ func (l *Log) load(dirClean bool) error {
 	return nil
 }
 
+// loadNew is load for a directory Open just created: there is nothing to
+// read, recover or remove, so a new partition costs its directory and one
+// segment file, without the dozen lookups of files that cannot be there.
+func (l *Log) loadNew() error {
+	l.epochs = &epochCache{dir: l.dir}
+	l.producers = newProducerState()
+	l.flushed.snapshotOff = -1
+	l.mu.cleanPoint, l.mu.cleanHorizon = 0, math.MaxInt64 // as readCleanerCheckpoint without a file
+	s, err := createSegment(l, 0, l.mu.cfg)
+	if err != nil {
+		return err
+	}
+	l.flushed.rp = recoveryPoint{}
+	return l.publishLoaded([]*segment{s}, 0)
+}
+
 // openSegments removes leftovers (deleted segments, temporary files, index
 // files without a log) and opens every segment, creating the first one in an
 // empty directory (fresh).
