@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -28,6 +29,7 @@ func BenchmarkInProcCreatePartitions(b *testing.B) {
 		c := StartInProcess(b, 3)
 		adm := kadm.NewClient(c.Client())
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		stopProfile := profileCreation(b)
 		b.StartTimer()
 		start := time.Now()
 		var names []string
@@ -40,6 +42,7 @@ func BenchmarkInProcCreatePartitions(b *testing.B) {
 		}
 		b.Logf("created %d partitions RF=3 in %v", topics*int(perTopic), time.Since(start))
 		b.StopTimer()
+		stopProfile()
 		c.WaitFor(5*time.Minute, "every ISR full", func() bool {
 			for _, name := range names {
 				if !inSync(ctx, adm, name, 3) {
@@ -70,6 +73,26 @@ func idleCost(b *testing.B, d time.Duration) {
 	switches := (r1.Nvcsw + r1.Nivcsw) - (r0.Nvcsw + r0.Nivcsw)
 	b.Logf("idle, three nodes together: %d goroutines, %.3f cores, %.0f context switches/s",
 		runtime.NumGoroutine(), cpu.Seconds()/d.Seconds(), float64(switches)/d.Seconds())
+}
+
+// profileCreation writes a CPU profile of the creation alone to
+// SLUICE_SCALE_CPUPROFILE, if set; the returned func ends it.
+func profileCreation(b *testing.B) func() {
+	path := os.Getenv("SLUICE_SCALE_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 // scaleTopics is how many topics of 1,000 partitions the benchmark
