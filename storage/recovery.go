@@ -117,12 +117,8 @@ func (l *Log) loadNew() error {
 	l.producers = newProducerState()
 	l.flushed.snapshotOff = -1
 	l.mu.cleanPoint, l.mu.cleanHorizon = 0, math.MaxInt64 // as readCleanerCheckpoint without a file
-	s, err := createSegment(l, 0, l.mu.cfg)
-	if err != nil {
-		return err
-	}
 	l.flushed.rp = recoveryPoint{}
-	return l.publishLoaded([]*segment{s}, 0)
+	return l.publishLoaded([]*segment{newEmptySegment(l, 0, l.mu.cfg)}, 0)
 }
 
 // openSegments removes leftovers (deleted segments, temporary files, index
@@ -161,16 +157,13 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		s, err := createSegment(l, max(start, 0), l.mu.cfg)
-		if err != nil {
-			return nil, false, err
-		}
-		// No directory fsync: an empty log a crash loses is created again
-		// by the next Open, and the first flush to write a recovery
-		// point fsyncs the directory (writeFileAtomic) after the log
-		// file it covers. Here it was most of what creating a partition
-		// cost, and a CreateTopics of thousands paid it thousands of times.
-		return []*segment{s}, true, nil
+		// No file and no directory fsync: an empty log a crash loses is
+		// created again by the next Open at the same log start, and the
+		// first flush to write a recovery point fsyncs the directory
+		// (writeFileAtomic) after the log file it covers. Here they were
+		// most of what creating a partition cost, and a CreateTopics of
+		// thousands paid them thousands of times.
+		return []*segment{newEmptySegment(l, max(start, 0), l.mu.cfg)}, true, nil
 	}
 	segs = make([]*segment, 0, len(bases))
 	for _, base := range bases {
