@@ -52,9 +52,7 @@ func (l *Log) load(dirClean bool) error {
 	if l.epochs, err = loadEpochCache(l.dir); err != nil {
 		return err
 	}
-	l.producers = newProducerState()
-	l.unstable.store(noUnstable)
-	l.flushed.snapshotOff = -1
+	l.initEmptyState()
 	if l.mu.cleanPoint, l.mu.cleanHorizon, err = readCleanerCheckpoint(l.dir); err != nil {
 		return err
 	}
@@ -114,11 +112,18 @@ func (l *Log) load(dirClean bool) error {
 // segment file, without the dozen lookups of files that cannot be there.
 func (l *Log) loadNew() error {
 	l.epochs = &epochCache{dir: l.dir}
-	l.producers = newProducerState()
-	l.flushed.snapshotOff = -1
+	l.initEmptyState()
 	l.mu.cleanPoint, l.mu.cleanHorizon = 0, math.MaxInt64 // as readCleanerCheckpoint without a file
 	l.flushed.rp = recoveryPoint{}
 	return l.publishLoaded([]*segment{newEmptySegment(l, 0, l.mu.cfg)}, 0)
+}
+
+// initEmptyState sets the state both load and loadNew start from before
+// anything is read: no producers, no open transaction, no snapshot.
+func (l *Log) initEmptyState() {
+	l.producers = newProducerState()
+	l.unstable.store(noUnstable)
+	l.flushed.snapshotOff = -1
 }
 
 // openSegments removes leftovers (deleted segments, temporary files, index
