@@ -14,6 +14,11 @@ package engine
 //     (UNKNOWN_MEMBER_ID otherwise), and their first commit creates a
 //     "simple" group.
 //
+// A KIP-848 consumer group checks the member id and its member epoch
+// (sent as the generation): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; the
+// previous epoch passes unless the member is revoking partitions (its
+// commit raced the heartbeat answer that moved it on).
+//
 // A commit with a generation to a group that does not exist is answered
 // ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from v9, as Kafka 4 does). Per
 // partition: UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist,

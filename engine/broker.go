@@ -41,6 +41,9 @@ type Broker struct {
 	// they lead to (dynconfig.go); replaced at image changes.
 	dynamic atomic.Pointer[brokerConfigs]
 
+	authz  authzState // ACLs (authz.go)
+	quotas quotaState // client quotas and throttling (quota.go)
+
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
 	wg        sync.WaitGroup // background loops
@@ -73,6 +76,7 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 		return nil, err
 	}
 	b.replicas = newReplicaManager(cfg, log)
+	b.initAuthz() // authz.go
 	if err := b.openStore(link); err != nil {
 		b.replicas.close()
 		return nil, err

@@ -36,10 +36,15 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
 		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
 		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		// Authorization, quotas and connection limits (configkeys_authz.go).
+		Authz: AuthzConfig{MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, MaxConnectionCreateRate: math.MaxInt32,
+			QuotaWindowNum: 11, QuotaWindowSeconds: 1},
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
 	}
+	want.GroupConsumerAssignors = "uniform,range"
+	want.GroupConsumerMigrationPolicy = "bidirectional"
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
 	}
@@ -161,6 +166,9 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.imbalance.check.interval.seconds": {1, i64}, "leader.imbalance.per.broker.percentage": {0, 100},
 		// Dynamic-only in Kafka: the replication throttles.
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
+		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
+		"max.connections": {0, i32}, "max.connections.per.ip": {0, i32}, "max.connection.creation.rate": {0, i32},
+		"quota.window.num": {1, i32}, "quota.window.size.seconds": {1, i32},
 		// Share groups' coordinator (Kafka's range).
 		"share.coordinator.state.topic.num.partitions": {1, 10000},
 	}

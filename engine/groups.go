@@ -34,6 +34,7 @@ func (b *Broker) groupConfig(partitions int32) group.Config {
 		MaxSize:               cfg.GroupMaxSize,
 		OffsetsRetention:      cfg.OffsetsRetention,
 		Log:                   b.log,
+		Consumer:              b.consumerGroupConfig(),
 	}
 }
 

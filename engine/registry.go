@@ -107,6 +107,7 @@ func (b *Broker) syncPartitions(img metadata.Image) error {
 	// Metadata answers cached before this change are stale after it.
 	defer b.mdCache.invalidate()
 	b.applyBrokerConfigs(img) // dynconfig.go: topic defaults first
+	b.applyAuthz(img)         // authz.go: ACLs and quotas
 	old := b.hosted.load()
 	var added []*metadata.TopicImage
 	var errs []error

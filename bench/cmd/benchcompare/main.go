@@ -8,6 +8,7 @@
 //	benchcompare share [flags]        ten share consumers on one partition, Sluice vs Kafka
 //	benchcompare partitions [flags]   partition scale: one Sluice vs one Kafka broker
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+//	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
 // It starts Sluice from the sluice binary beside it (--sluice-bin to
@@ -46,6 +47,8 @@ func main() {
 		err = compare.PartitionsMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
+	case "rebalance":
+		err = compare.RebalanceMain(ctx, args)
 	case "serve-kfake":
 		err = compare.KfakeMain(ctx, args)
 	case "help", "-h", "--help":
@@ -74,6 +77,7 @@ Usage:
   benchcompare partitions [flags]   thousands of partitions on one Sluice and one Kafka
                                     broker: creation, memory, Metadata, stop, cold start
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+  benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
 Flags of each: benchcompare COMMAND -h.
