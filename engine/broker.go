@@ -25,6 +25,11 @@ type Broker struct {
 	metrics *Metrics
 
 	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
+	txns     *txnCoordinator    // transactional ids and their transactions (txns.go)
+
+	peers       peerClients      // requests to other brokers: markers, verification (txn_peers.go)
+	txnVerified verifiedTxns     // transactions verified for produce (txn_verify.go)
+	txnChains   txnProduceChains // a cluster's transactional produces in order (txn_verify.go)
 	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
 	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
 	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
@@ -107,9 +112,10 @@ func (b *Broker) startSubsystems() error {
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
 	if b.cluster != nil {
 		b.groups = newClusterGroupCoordinator(b)
-		return nil
+	} else if b.groups, err = newGroupCoordinator(b); err != nil {
+		return err
 	}
-	b.groups, err = newGroupCoordinator(b)
+	b.txns, err = newTxnCoordinator(b)
 	return err
 }
 
@@ -137,6 +143,8 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
+		b.txns.Close()
+		b.peers.close()
 		err = cmp.Or(b.closeTopics(), b.meta.store.Close())
 		b.log.Info("broker stopped cleanly")
 	})

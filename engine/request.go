@@ -125,6 +125,10 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
+	if b.cluster != nil && isTxnProduce(r) {
+		b.serveTxnProduce(r, a) // txn_verify.go
+		return
+	}
 	b.serve(r, a)
 }
 

@@ -27,10 +27,10 @@ type PartitionLog = group.PartitionLog
 
 // Defaults are Kafka's.
 const (
-	DefaultMaxTimeout          = 15 * time.Minute    // transaction.max.timeout.ms
-	DefaultIDExpiration        = 7 * 24 * time.Hour  // transactional.id.expiration.ms
-	DefaultAbortCheckInterval  = 10 * time.Second    // transaction.abort.timed.out.transaction.cleanup.interval.ms
-	DefaultExpireCheckInterval = time.Hour           // transaction.remove.expired.transaction.cleanup.interval.ms
+	DefaultMaxTimeout          = 15 * time.Minute   // transaction.max.timeout.ms
+	DefaultIDExpiration        = 7 * 24 * time.Hour // transactional.id.expiration.ms
+	DefaultAbortCheckInterval  = 10 * time.Second   // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	DefaultExpireCheckInterval = time.Hour          // transaction.remove.expired.transaction.cleanup.interval.ms
 	DefaultMarkerRetryBackoff  = 100 * time.Millisecond
 )
 
@@ -249,3 +249,7 @@ func (c *Coordinator) lookupLocked(id string) (m *txnMeta, part *partition, code
 	}
 	return c.mu.txns[id], part, 0
 }
+
+// PartitionForID is the partition of a transactional id in a
+// __transaction_state of n partitions.
+func PartitionForID(id string, n int32) int32 { return group.PartitionFor(id, n) }
