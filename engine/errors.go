@@ -23,6 +23,7 @@ var storageErrors = []struct {
 	{storage.ErrUnknownProducerID, kerr.UnknownProducerID},
 	{storage.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{storage.ErrClosed, kerr.NotLeaderForPartition},
+	{storage.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 }
 
 // storageErrorCode maps a storage error to a Kafka code; anything else is

@@ -340,9 +340,10 @@ func (p *Partition) acceptsFollower(replicaID int32) bool {
 // HighWatermark is the offset below which every record is committed.
 func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
 
-// LastStableOffset is the offset below which no transaction is open; it
-// equals the high watermark until transactions exist.
-func (p *Partition) LastStableOffset() int64 { return p.log.HighWatermark() }
+// LastStableOffset is the offset below which every transaction is
+// decided: min(high watermark, first offset of the oldest transaction
+// open or decided above the high watermark).
+func (p *Partition) LastStableOffset() int64 { return p.log.LastStableOffset() }
 
 // LogStartOffset is the first offset still in the log.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }
@@ -610,11 +611,13 @@ func (p *Partition) holdHighWatermark(hold bool) {
 // ---- read ----
 
 // read returns the batches from the one holding offset, up to maxBytes
-// (the first batch whole, KIP-74) and no further than iso allows, as a
-// region of the segment file: the fetch path splices it to the socket.
-// The last stable offset equals the high watermark until transactions
-// exist; with them, storage.Read takes the limit offset.
+// (the first batch whole, KIP-74) and no further than iso allows (the
+// log end, the high watermark, the last stable offset), as a region of
+// the segment file: the fetch path splices it to the socket.
 func (p *Partition) read(offset int64, maxBytes int32, iso fetchIsolation) (storage.Region, error) {
+	if iso == fetchTxnCommitted {
+		return p.log.ReadCommitted(offset, maxBytes)
+	}
 	return p.log.Read(offset, maxBytes, iso == fetchLogEnd)
 }
 

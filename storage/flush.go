@@ -89,7 +89,7 @@ func (l *Log) syncSegments(segs *segList, base int64) error {
 		if s.deleted.Load() {
 			continue
 		}
-		errs = append(errs, s.syncLog(), s.syncIndexes())
+		errs = append(errs, s.syncLog(), s.syncIndexes(), s.syncTxnIndex())
 	}
 	return errors.Join(errs...)
 }

@@ -170,6 +170,7 @@ func (l *Log) writeFollowerBatchesLocked(b []byte, now int64) error {
 		l.mu.nextOffset = last + 1
 		l.mu.unflushedMsgs += int64(record.NumRecords(batch))
 		if producerIDOf(batch) >= 0 {
+			l.replayFollowerMarker(batch)
 			l.replayBatch(batch)
 		}
 		pos += size

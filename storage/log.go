@@ -52,7 +52,17 @@ type Log struct {
 	epochs    *epochCache
 	producers *producerState // its own lock; updated only under mu
 
-	hwMu sync.Mutex // one writer at a time for the hw seqlock
+	hwMu sync.Mutex // one writer at a time for the hw and unstable seqlocks
+
+	// unstable is the first unstable offset (txn.go), math.MaxInt64 when
+	// no transaction is open; stored under hwMu before the high watermark
+	// that passes it. Invariant: a batch boundary, or math.MaxInt64.
+	unstable endMark
+	// unreplicated are the transactions decided by a marker the high
+	// watermark has not passed yet, oldest marker first; guarded by hwMu.
+	unreplicated []completedTxn
+	// aborted is the transaction index of every segment (txnindex.go).
+	aborted abortedIndex
 
 	mu struct {
 		sync.Mutex
@@ -332,6 +342,7 @@ func (l *Log) SetHighWatermark(offset int64) {
 func (l *Log) setHighWatermarkLocked(offset int64) {
 	leo := l.leo.load()
 	offset = max(min(offset, leo.off), l.logStart.Load())
+	l.refreshUnstableLocked(offset) // before readers can see the new watermark
 	if offset == leo.off {
 		l.hw.store(leo)
 		return

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluice-broker/sluice/record"
 )
@@ -78,6 +79,9 @@ type producerState struct {
 		sync.Mutex
 		m map[int64]*producerEntry
 	}
+	// txnDirty: some entry's open transaction (txnStart) changed since
+	// the log last recomputed its first unstable offset (txn.go).
+	txnDirty atomic.Bool
 }
 
 func newProducerState() *producerState {
@@ -158,17 +162,24 @@ func (p *producerState) apply(e *producerEntry, h *record.Header) {
 	e.lastOffset = h.LastOffset()
 	switch {
 	case h.IsControl():
-		e.txnStart = -1 // a marker ends the open transaction
+		if e.txnStart >= 0 {
+			e.txnStart = -1 // a marker ends the open transaction
+			p.txnDirty.Store(true)
+		}
 	default:
 		e.addBatch(batchMeta{h.BaseSequence, h.LastSequence(), h.BaseOffset, h.LastOffset()})
 		if h.IsTransactional() && e.txnStart < 0 {
 			e.txnStart = h.BaseOffset
+			p.txnDirty.Store(true)
 		}
 	}
 }
 
 // undo reverts updates, newest first. The caller holds p.mu.
 func (p *producerState) undo(us []producerUndo) {
+	if len(us) > 0 {
+		p.txnDirty.Store(true) // an open transaction may have been undone
+	}
 	for i := len(us) - 1; i >= 0; i-- {
 		u := us[i]
 		if !u.existed {
@@ -186,6 +197,9 @@ func (p *producerState) evictBefore(logStart int64) {
 	defer p.mu.Unlock()
 	for pid, e := range p.mu.m {
 		if e.lastOffset < logStart {
+			if e.txnStart >= 0 {
+				p.txnDirty.Store(true)
+			}
 			delete(p.mu.m, pid)
 		}
 	}

@@ -21,9 +21,24 @@ import "runtime"
 // bytes were cut under it; see truncate.go for what a Region handed out
 // before a truncation reads.
 func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
+	if uncommitted {
+		return l.read(offset, maxBytes, limitLogEnd)
+	}
+	return l.read(offset, maxBytes, limitHighWatermark)
+}
+
+// How far a read may go: the high watermark (consumers), the log end
+// (followers), the last stable offset (read_committed consumers).
+const (
+	limitHighWatermark = iota
+	limitLogEnd
+	limitStable
+)
+
+func (l *Log) read(offset int64, maxBytes int32, kind int) (Region, error) {
 	for {
 		gen := l.truncGen.Load()
-		r, err := l.readOnce(offset, maxBytes, uncommitted)
+		r, err := l.readOnce(offset, maxBytes, kind)
 		if now := l.truncGen.Load(); now == gen && (err == nil || now&1 == 0) {
 			return r, err
 		}
@@ -31,14 +46,17 @@ func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, erro
 	}
 }
 
-func (l *Log) readOnce(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
+func (l *Log) readOnce(offset int64, maxBytes int32, kind int) (Region, error) {
 	if l.closed.Load() {
 		return Region{}, ErrClosed
 	}
 	leo := l.leo.load()
 	limit := leo
-	if !uncommitted {
+	switch kind {
+	case limitHighWatermark:
 		limit = l.hw.load()
+	case limitStable:
+		limit = l.stableLimit()
 	}
 	if offset < l.logStart.Load() || offset > leo.off {
 		return Region{}, ErrOffsetOutOfRange

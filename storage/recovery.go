@@ -53,6 +53,7 @@ func (l *Log) load() error {
 		return err
 	}
 	l.producers = newProducerState()
+	l.unstable.store(noUnstable)
 	l.flushed.snapshotOff = -1
 	if l.mu.cleanPoint, l.mu.cleanHorizon, err = readCleanerCheckpoint(l.dir); err != nil {
 		return err
@@ -69,7 +70,8 @@ func (l *Log) load() error {
 	}
 	last := segs[len(segs)-1]
 	var next int64
-	if clean && haveRP && rp.base == last.base && rp.pos == last.size.Load() {
+	trusted := clean && haveRP && rp.base == last.base && rp.pos == last.size.Load()
+	if trusted {
 		l.flushed.rp, l.flushed.diskRP = rp, rp
 		l.durableBase.Store(rp.base)
 		next, err = l.openClean(segs, rp)
@@ -81,6 +83,11 @@ func (l *Log) load() error {
 	}
 	if err := l.publishLoaded(segs, next); err != nil {
 		return err
+	}
+	if !trusted { // write the transaction index entries recovery rebuilt
+		if err := l.persistRecovered(l.flushed.rp.offset); err != nil {
+			return err
+		}
 	}
 	segs[len(segs)-1].unpinIndexes() // recovery is done writing them without the lock
 	if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err == nil {
@@ -119,7 +126,7 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		if strings.HasSuffix(name, deletedSuffix) || strings.HasSuffix(name, tmpSuffix) {
 			os.Remove(filepath.Join(l.dir, name))
 		}
-		for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if base, ok := parseSegmentName(name, suf); ok && !have[base] {
 				os.Remove(filepath.Join(l.dir, name))
 			}
@@ -297,6 +304,9 @@ func (l *Log) openClean(segs []*segment, rp recoveryPoint) (int64, error) {
 	if err := l.replayProducers(segs, rp.offset); err != nil {
 		return 0, err
 	}
+	if err := l.loadTxnIndexes(segs, rp.offset, rp.offset); err != nil {
+		return 0, err
+	}
 	return rp.offset, nil
 }
 
@@ -376,6 +386,9 @@ func (l *Log) recoverSegments(segs []*segment, rp recoveryPoint, haveRP bool) ([
 		}
 	}
 	if err := l.replayProducers(segs[:k+1], next); err != nil {
+		return nil, 0, err
+	}
+	if err := l.loadTxnIndexes(segs, math.MaxInt64, next); err != nil {
 		return nil, 0, err
 	}
 	for i := k; i < len(segs); i++ {
@@ -673,7 +686,7 @@ func (l *Log) truncateTail(s *segment, pos int64) error {
 func removeSegments(segs []*segment) {
 	for _, s := range segs {
 		s.close()
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			os.Remove(s.path(suf))
 		}
 	}

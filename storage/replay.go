@@ -18,6 +18,7 @@ func (l *Log) replayProducers(segs []*segment, to int64) error {
 	l.producers.mu.Lock()
 	l.producers.mu.m = m
 	l.producers.mu.Unlock()
+	l.producers.txnDirty.Store(true)
 	l.flushed.snapshotOff = from
 	if from < 0 {
 		from = segs[0].base
@@ -77,6 +78,9 @@ func (l *Log) replaySegment(s *segment, from, to int64) error {
 // recovery point: its leader epoch is assigned again too, since appends do
 // not save the epoch file before a recovery point covers them.
 func (l *Log) recoverBatch(b []byte) {
+	if h, err := record.ParseHeader(b); err == nil && h.IsControl() && h.HasProducerID() {
+		l.replayMarker(b, &h, false) // its index entry is written once the segments are published
+	}
 	l.replayBatch(b)
 	if l.epochs.assign(leaderEpochOf(b), record.BaseOffset(b)) {
 		l.epochs.unsaved.Store(true)

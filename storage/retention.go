@@ -112,5 +112,6 @@ func (l *Log) afterLogStartMovedLocked() error {
 		err = errors.Join(err, l.epochs.persist())
 	}
 	l.producers.evictBefore(start)
+	l.aborted.dropBelow(start)
 	return errors.Join(err, removeSnapshotsBelow(l.dir, l.segs.Load().segs[0].base))
 }

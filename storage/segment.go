@@ -74,6 +74,10 @@ type segment struct {
 	createdMs       int64 // wall clock at creation or open, for segment.ms
 
 	deleted atomic.Bool // set once renamed to .deleted
+
+	// txnDirty: an entry was appended to the .txnindex since its last
+	// fsync (txnindex.go).
+	txnDirty atomic.Bool
 }
 
 // segIndex is the mapping state of a segment's indexes. Readers, and the
@@ -528,7 +532,7 @@ func (s *segment) renameDeleted() error {
 	s.deleted.Store(true)
 	s.ix.Unlock()
 	var errs []error
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		err := os.Rename(s.path(suf), s.path(suf)+deletedSuffix)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
@@ -540,7 +544,7 @@ func (s *segment) renameDeleted() error {
 // removeDeleted closes the segment and removes its *.deleted files.
 func (s *segment) removeDeleted() {
 	s.close()
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		os.Remove(s.path(suf) + deletedSuffix)
 	}
 }

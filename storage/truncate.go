@@ -407,6 +407,7 @@ func (l *Log) afterCutLocked(end int64) error {
 	}
 	errs = append(errs, l.replayProducers(l.segs.Load().segs, end))
 	l.producers.evictBefore(l.logStart.Load())
+	errs = append(errs, l.txnAfterCutLocked(end))
 	if l.mu.cleanPoint > end {
 		errs = append(errs, l.saveCleanerStateLocked(end, l.mu.cleanHorizon))
 	}
@@ -477,6 +478,7 @@ func (l *Log) truncateFullySteps(offset int64) error {
 	l.producers.mu.Lock()
 	clear(l.producers.mu.m)
 	l.producers.mu.Unlock()
+	l.txnClearLocked()
 	l.flushed.snapshotOff = -1
 	err = errors.Join(l.epochs.persist(), removeSnapshotFiles(l.dir))
 	if l.mu.cleanPoint > offset {

@@ -1,0 +1,70 @@
+package engine
+
+// The partition side of transactions: the end-of-transaction markers the
+// transaction coordinator has written (WriteTxnMarkers), and what
+// read_committed readers see (the last stable offset, aborted
+// transactions). The log keeps the transaction state (storage/txn.go).
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-broker/sluice/storage"
+)
+
+// writeTxnMarker appends producerID's commit or abort marker as the
+// leader, as Kafka's WriteTxnMarkers does: the producer's open transaction
+// in this partition ends, an abort is recorded in the transaction index,
+// and the last stable offset moves once the high watermark passes the
+// marker. The append is an acks=all one (NOT_ENOUGH_REPLICAS under
+// min.insync.replicas); the caller that must answer only once the marker
+// is replicated waits with awaitHighWatermark(p.LogEndOffset(), …) after
+// this returns (the log end is then past the marker).
+//
+// Errors are *kerr.Error where Kafka has a code: NOT_LEADER_OR_FOLLOWER,
+// NOT_ENOUGH_REPLICAS, TRANSACTION_COORDINATOR_FENCED (a coordinator epoch
+// older than the last marker's for the producer), INVALID_PRODUCER_EPOCH
+// (an epoch older than the producer's); anything else is a storage error
+// (ErrorCode maps it).
+func (p *Partition) writeTxnMarker(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool, nowMs int64) error {
+	p.mu.Lock()
+	if err := p.appendableLocked(-1); err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	opt := storage.AppendOptions{LeaderEpoch: p.LeaderEpoch(), NowMs: nowMs}
+	res, err := p.log.AppendMarker(producerID, producerEpoch, coordinatorEpoch, commit, opt)
+	if err != nil {
+		p.mu.Unlock()
+		return markerError(err)
+	}
+	p.mu.unreleased += res.Bytes
+	if l := p.mu.leader; l != nil {
+		l.OnAppend(p.log.LogEndOffset())
+	}
+	moved, due := p.moveHighWatermarkLocked()
+	p.mu.Unlock()
+	if p.waiters != nil {
+		p.waiters.wakeReplicas(p, res.Bytes)
+	}
+	p.released(moved, due)
+	return nil
+}
+
+// markerError maps the log's marker refusals to Kafka's errors.
+func markerError(err error) error {
+	switch {
+	case errors.Is(err, storage.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced
+	case errors.Is(err, storage.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch
+	}
+	return err
+}
+
+// abortedTxns appends to dst the aborted transactions a read_committed
+// read of [from, to) overlaps.
+func (p *Partition) abortedTxns(dst []storage.AbortedTxn, from, to int64) []storage.AbortedTxn {
+	return p.log.AbortedTxns(dst, from, to)
+}
