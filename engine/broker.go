@@ -24,17 +24,17 @@ type Broker struct {
 	hosted  partitionManager // the partitions open here (registry.go)
 	metrics *Metrics
 
-	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
-	txns     *txnCoordinator    // transactional ids and their transactions (txns.go)
+	groups *groupCoordinator // consumer groups and committed offsets (groups.go)
+	txns   *txnCoordinator   // transactional ids and their transactions (txns.go)
 
-	peers       peerClients      // requests to other brokers: markers, verification (txn_peers.go)
-	txnVerified verifiedTxns     // transactions verified for produce (txn_verify.go)
-	txnChains   txnProduceChains // a cluster's transactional produces in order (txn_verify.go)
-	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
-	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
-	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
-	cluster  *clusterLink       // nil on a single node (cluster.go)
-	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
+	peers       peerClients        // requests to other brokers: markers, verification (txn_peers.go)
+	txnVerified verifiedTxns       // transactions verified for produce (txn_verify.go)
+	txnChains   txnProduceChains   // a cluster's transactional produces in order (txn_verify.go)
+	sessions    *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
+	waiters     *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
+	pids        *producerIDManager // InitProducerId allocation (producer_ids.go)
+	cluster     *clusterLink       // nil on a single node (cluster.go)
+	replicas    *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
 
 	// dynamic holds the dynamic broker configs and the effective config
 	// they lead to (dynconfig.go); replaced at image changes.

@@ -72,8 +72,8 @@ type clusterLink struct {
 	creatingOffsets atomic.Bool
 	// creatingTxnState is set while __transaction_state is being created.
 	creatingTxnState atomic.Bool
-	shutdownOK      chan struct{}
-	shutdownOnce    sync.Once
+	shutdownOK       chan struct{}
+	shutdownOnce     sync.Once
 	// fatal carries the error that stops the broker (another cluster).
 	fatal chan error
 	// imageMoved is closed and replaced under mu whenever the image moves.

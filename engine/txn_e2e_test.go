@@ -3,8 +3,8 @@ package engine_test
 import (
 	"context"
 	"encoding/binary"
-	"hash/crc32"
 	"fmt"
+	"hash/crc32"
 	"sort"
 	"strconv"
 	"testing"
