@@ -108,3 +108,68 @@ func readTxnTopic(t *testing.T, c *InProc, topic string, iso kgo.IsolationLevel)
 	sort.Strings(out)
 	return out
 }
+
+// TestOpenTransactionAtSIGKILL: a broker killed with a transaction open
+// comes back with it open (the coordinator's __transaction_state and the
+// partition's producer state both recovered), aborts it when its timeout
+// passes, and read_committed readers then get the transactions committed
+// after it, never its records.
+func TestOpenTransactionAtSIGKILL(t *testing.T) {
+	c := Start(t, 1, Options{Extra: []string{"transaction.state.log.num.partitions=2",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms=500"}})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "killed", 1, 1)
+	newProducer := func(id string) *kgo.Client {
+		return c.Client(kgo.TransactionalID(id), kgo.DefaultProduceTopic("killed"), kgo.TransactionTimeout(3*time.Second))
+	}
+	commit := func(cl *kgo.Client, values ...string) {
+		t.Helper()
+		ctx := ctxT(t, 30*time.Second)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := newProducer("killed-a")
+	commit(a, "c1")
+	if err := a.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"open1", "open2"} {
+		if err := a.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Close()
+	c.Node(1).Kill()
+	c.Node(1).Restart()
+	c.WaitBrokers(1, 30*time.Second)
+
+	commit(newProducer("killed-b"), "c2", "END")
+	cl := c.Client(kgo.ConsumeTopics("killed"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var got []string
+	ctx := ctxT(t, 40*time.Second)
+	for len(got) == 0 || got[len(got)-1] != "END" {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read_committed read %v: the open transaction was not aborted", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if fmt.Sprint(got) != "[c1 c2 END]" {
+		t.Fatalf("read_committed read %v, want [c1 c2 END]", got)
+	}
+	desc, err := adm.DescribeTransactions(ctxT(t, 10*time.Second), "killed-a")
+	if err != nil || desc["killed-a"].State != "CompleteAbort" {
+		t.Fatalf("the killed producer's transaction: %+v %v", desc["killed-a"], err)
+	}
+	commit(newProducer("killed-a"), "after") // the id is usable again
+}
