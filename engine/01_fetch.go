@@ -7,10 +7,14 @@ package engine
 // body itself), so record bytes go from the page cache to the socket.
 //
 // Semantics, as Kafka:
-//   - Consumers read up to the high watermark. There are no transactions,
-//     so the last stable offset equals it and read_committed reads the
-//     same as read_uncommitted; aborted transactions are an empty list for
-//     read_committed and null otherwise.
+//   - read_uncommitted consumers read up to the high watermark,
+//     read_committed ones up to the last stable offset (LSO), with the
+//     aborted transactions that overlap the records returned (Kafka's rule:
+//     marker at or after the fetch offset, first offset before the end of
+//     what is returned; an empty list when none, null for
+//     read_uncommitted and for errors). Every answer carries the LSO. A
+//     parked read_committed fetch is woken by LSO moves, not by high
+//     watermark moves that leave the LSO where it was.
 //   - Partitions are read in request (or session) order. The response stops
 //     at max.bytes (capped at Kafka's fetch.max.bytes default, 55 MiB) and
 //     each partition at its own max bytes, except that the first batch of
@@ -102,6 +106,9 @@ type fetch struct {
 	incremental bool          // answer only partitions that changed
 
 	parts []fetchPart
+	// aborted holds the aborted transactions of every read_committed
+	// part (fetchPart.abortedFrom/To index it); reused across requests.
+	aborted []storage.AbortedTxn
 }
 
 // fetchPart is one partition of a fetch: what was asked and what was read.
@@ -117,16 +124,20 @@ type fetchPart struct {
 	sp                 *sessionPart // the session's entry, if any
 
 	// Read.
-	topic          *Topic
-	err            int16
-	hw, logStart   int64
-	records        storage.Region
-	end            int64 // what the fetcher could read up to, at the read
-	divergingEpoch int32 // -1: none
-	divergingEnd   int64
-	leaderEpoch    int32 // >= 0: report the current leader (KIP-951)
-	preferred      int32 // >= 0: read from this replica instead (KIP-392)
-	omit           bool  // incremental fetch: nothing new for the client
+	topic        *Topic
+	err          int16
+	hw, logStart int64
+	lso          int64
+	// f.aborted[abortedFrom:abortedTo] are the aborted transactions
+	// overlapping records (read_committed).
+	abortedFrom, abortedTo int32
+	records                storage.Region
+	end                    int64 // what the fetcher could read up to, at the read
+	divergingEpoch         int32 // -1: none
+	divergingEnd           int64
+	leaderEpoch            int32 // >= 0: report the current leader (KIP-951)
+	preferred              int32 // >= 0: read from this replica instead (KIP-392)
+	omit                   bool  // incremental fetch: nothing new for the client
 }
 
 var fetchPool = sync.Pool{New: func() any { return new(fetch) }}
@@ -149,7 +160,7 @@ func (b *Broker) handleFetch(r *Request) {
 }
 
 func (f *fetch) init(b *Broker, r *Request, req *kmsg.FetchRequest) {
-	*f = fetch{b: b, r: r, version: r.Version, parts: f.parts[:0]}
+	*f = fetch{b: b, r: r, version: r.Version, parts: f.parts[:0], aborted: f.aborted[:0]}
 	f.minBytes = int64(req.MinBytes)
 	f.maxBytes = min(int64(req.MaxBytes), fetchMaxBytes)
 	f.wait = time.Duration(req.MaxWaitMillis) * time.Millisecond
@@ -205,6 +216,7 @@ func (f *fetch) read() (readable int64, failed bool) {
 	if f.replica >= 0 {
 		f.nowMs = wallMs()
 	}
+	f.aborted = f.aborted[:0]
 	for i := range f.parts {
 		fp := &f.parts[i]
 		last = f.resolve(fp, last)
@@ -234,6 +246,7 @@ func (f *fetch) resolve(fp *fetchPart, last *Topic) *Topic {
 // the response's max bytes; first is true until some partition has records.
 func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	fp.err, fp.hw, fp.logStart, fp.end, fp.records = 0, -1, -1, -1, storage.Region{}
+	fp.lso, fp.abortedFrom, fp.abortedTo = -1, 0, 0
 	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit, fp.preferred = -1, -1, -1, false, -1
 	p := f.partition(fp)
 	if p == nil {
@@ -246,7 +259,7 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 		// KIP-392: a consumer in another rack than the leader reads
 		// from a replica in its own; this answer carries no records.
 		if fp.preferred = p.preferredReadReplica(f.rack, fp.fetchOffset, f.b); fp.preferred >= 0 {
-			fp.hw, fp.logStart = p.HighWatermark(), p.LogStartOffset()
+			fp.hw, fp.logStart, fp.lso = p.HighWatermark(), p.LogStartOffset(), p.LastStableOffset()
 			return
 		}
 	}
@@ -255,8 +268,10 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 		p.followerFetched(f.replica, fp.fetchOffset, f.nowMs)
 		throttled, rate = f.leaderThrottled(p)
 	}
+	// The LSO is read before the high watermark, so it is never above it.
+	lso := p.LastStableOffset()
 	hw, logStart, fetchable := p.HighWatermark(), p.LogStartOffset(), p.fetchableOffset(f.isolation)
-	fp.hw, fp.logStart, fp.end = hw, logStart, fetchable
+	fp.hw, fp.logStart, fp.end, fp.lso = hw, logStart, fetchable, lso
 	limit := min(int64(fp.maxBytes), *remaining)
 	if fp.divergingEpoch >= 0 || fp.fetchOffset >= fetchable || (limit <= 0 && !*first) {
 		return
@@ -266,7 +281,7 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	}
 	reg, err := p.read(fp.fetchOffset, int32(max(limit, 0)), f.isolation)
 	if err != nil {
-		fp.err, fp.hw, fp.logStart = ErrorCode(err), -1, -1
+		fp.err, fp.hw, fp.logStart, fp.lso = ErrorCode(err), -1, -1, -1
 		return
 	}
 	if reg.Len == 0 || (reg.Len > limit && !*first) {
@@ -275,9 +290,24 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 	if throttled {
 		f.b.replicas.leaderQuota.record(reg.Len, rate)
 	}
+	if f.isolation == fetchTxnCommitted {
+		f.addAborted(fp, p, reg)
+	}
 	fp.records = reg
 	*first = false
 	*remaining -= reg.Len
+}
+
+// addAborted collects the aborted transactions overlapping reg, the
+// records a read_committed fetch of fp returns.
+func (f *fetch) addAborted(fp *fetchPart, p *Partition, reg storage.Region) {
+	end := reg.NextOffset
+	if end < 0 {
+		end = fp.end
+	}
+	fp.abortedFrom = int32(len(f.aborted))
+	f.aborted = p.abortedTxns(f.aborted, fp.fetchOffset, end)
+	fp.abortedTo = int32(len(f.aborted))
 }
 
 // leaderThrottled reports whether the follower's fetch of p counts
@@ -354,7 +384,7 @@ func (f *fetch) park(readable int64) {
 		}
 	}
 	iso := f.isolation
-	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.replica >= 0, f.wait, f.answerLater)
+	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.isolation, f.wait, f.answerLater)
 	if !ok {
 		f.answerLater()
 		return
@@ -409,6 +439,10 @@ func (f *fetch) release() {
 		parts = nil
 	}
 	clear(parts)
-	*f = fetch{parts: parts[:0]}
+	aborted := f.aborted
+	if cap(aborted) > maxPooledParts {
+		aborted = nil
+	}
+	*f = fetch{parts: parts[:0], aborted: aborted[:0]}
 	fetchPool.Put(f)
 }

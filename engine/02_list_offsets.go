@@ -6,14 +6,16 @@ package engine
 //
 //	-2 earliest         log start offset, with the epoch that wrote it
 //	-1 latest           high watermark (the log end offset for replicas);
-//	                    read_committed gets the last stable offset, which
-//	                    equals it without transactions
+//	                    read_committed gets the last stable offset (the
+//	                    first offset of the oldest undecided transaction,
+//	                    or the high watermark)
 //	-3 max timestamp    the record with the largest timestamp (v7+, KIP-734)
 //	-4 earliest local   as earliest: no tiered storage (KIP-405)
 //	-5 latest tiered    offset -1, epoch -1: nothing is tiered (KIP-1005);
 //	                    this is Kafka's answer when remote storage is off
 //	 t >= 0             the first record with timestamp >= t, below the
-//	                    high watermark; offset -1 if there is none
+//	                    high watermark (read_committed: below the last
+//	                    stable offset); offset -1 if there is none
 //
 // Storage finds the batch; the engine reads that one batch (decompressing
 // it if needed) to answer with the exact record, as Kafka does, so a

@@ -4,9 +4,10 @@ package engine
 //
 // Lists the idempotent producers each partition keeps state for (producer
 // id and epoch, last sequence and timestamp), as storage rebuilt or
-// snapshotted it. No transactions are served, so CurrentTxnStartOffset is
-// always -1 and CoordinatorEpoch whatever storage recorded (-1). Unknown
-// topics and partitions get UNKNOWN_TOPIC_OR_PARTITION.
+// snapshotted it, with CurrentTxnStartOffset, the first offset of the
+// producer's open transaction in the partition (-1 when none is open), and
+// CoordinatorEpoch, that of the last marker written for it (-1 before
+// any). Unknown topics and partitions get UNKNOWN_TOPIC_OR_PARTITION.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
 

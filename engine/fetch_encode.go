@@ -23,7 +23,11 @@ package engine
 //
 // Nothing here allocates: bytes go into the pooled response buffer.
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/sluice-broker/sluice/storage"
+)
 
 // encode writes f's response body into w, whose header is written.
 func (f *fetch) encode(w *frameWriter) {
@@ -112,14 +116,14 @@ func (f *fetch) encodePartition(w *frameWriter, fp *fetchPart) {
 	*b = binary.BigEndian.AppendUint32(*b, uint32(fp.partition))
 	*b = binary.BigEndian.AppendUint16(*b, uint16(fp.err))
 	*b = binary.BigEndian.AppendUint64(*b, uint64(fp.hw))
-	*b = binary.BigEndian.AppendUint64(*b, uint64(fp.hw)) // last stable offset: no transactions
+	*b = binary.BigEndian.AppendUint64(*b, uint64(fp.lso))
 	if f.version >= 5 {
 		*b = binary.BigEndian.AppendUint64(*b, uint64(fp.logStart))
 	}
-	// Aborted transactions: none, but read_committed readers get an empty
-	// list where others get null, as from Kafka.
+	// Aborted transactions: read_committed readers get a list (maybe
+	// empty) where others get null, as from Kafka.
 	if f.isolation == fetchTxnCommitted && fp.err == 0 {
-		*b = appendArrayLen(*b, 0, flex)
+		f.encodeAborted(b, f.aborted[fp.abortedFrom:fp.abortedTo], flex)
 	} else {
 		*b = appendNullArray(*b, flex)
 	}
@@ -134,6 +138,19 @@ func (f *fetch) encodePartition(w *frameWriter, fp *fetchPart) {
 	w.region(fp.records)
 	if flex {
 		f.encodePartitionTags(b, fp)
+	}
+}
+
+// encodeAborted writes the aborted transactions array: [ProducerID int64,
+// FirstOffset int64, tags (v12+)].
+func (f *fetch) encodeAborted(b *[]byte, aborted []storage.AbortedTxn, flex bool) {
+	*b = appendArrayLen(*b, len(aborted), flex)
+	for _, a := range aborted {
+		*b = binary.BigEndian.AppendUint64(*b, uint64(a.ProducerID))
+		*b = binary.BigEndian.AppendUint64(*b, uint64(a.FirstOffset))
+		if flex {
+			*b = append(*b, 0)
+		}
 	}
 }
 

@@ -42,11 +42,12 @@ func testBroker() *Broker {
 func sampleFetch(b *Broker, file *os.File, version int16) *fetch {
 	reg := func(pos, n int64) storage.Region { return storage.Region{File: file, Pos: pos, Len: n} }
 	f := &fetch{b: b, version: version, isolation: committedIf(version%2 == 0), sessionID: 42}
+	f.aborted = []storage.AbortedTxn{{ProducerID: 9, FirstOffset: 20, LastOffset: 40}, {ProducerID: 1 << 40, FirstOffset: 33, LastOffset: 90}}
 	f.parts = []fetchPart{
-		{topicName: "alpha", topicID: [16]byte{1}, partition: 0, hw: 100, logStart: 3, records: reg(16, 100), divergingEpoch: -1, leaderEpoch: -1},
+		{topicName: "alpha", topicID: [16]byte{1}, partition: 0, hw: 100, lso: 95, logStart: 3, records: reg(16, 100), divergingEpoch: -1, leaderEpoch: -1, abortedTo: 2},
 		{topicName: "alpha", topicID: [16]byte{1}, partition: 1, omit: true, divergingEpoch: -1, leaderEpoch: -1},
-		{topicName: "alpha", topicID: [16]byte{1}, partition: 2, err: kerr.OffsetOutOfRange.Code, hw: -1, logStart: -1, divergingEpoch: -1, leaderEpoch: -1},
-		{topicName: "beta", topicID: [16]byte{2}, partition: 5, hw: 7, logStart: 0, records: reg(0, 1), divergingEpoch: -1, leaderEpoch: -1},
+		{topicName: "alpha", topicID: [16]byte{1}, partition: 2, err: kerr.OffsetOutOfRange.Code, hw: -1, lso: -1, logStart: -1, divergingEpoch: -1, leaderEpoch: -1},
+		{topicName: "beta", topicID: [16]byte{2}, partition: 5, hw: 7, lso: 7, logStart: 0, records: reg(0, 1), divergingEpoch: -1, leaderEpoch: -1, abortedFrom: 1, abortedTo: 2},
 	}
 	for i := range f.parts {
 		f.parts[i].preferred = -1
@@ -145,14 +146,24 @@ func checkDecoded(t testing.TB, f *fetch, data []byte, resp *kmsg.FetchResponse)
 func checkPartition(t testing.TB, f *fetch, fp *fetchPart, data []byte, p *kmsg.FetchResponseTopicPartition) {
 	t.Helper()
 	v := f.version
-	if p.Partition != fp.partition || p.ErrorCode != fp.err || p.HighWatermark != fp.hw || p.LastStableOffset != fp.hw {
+	if p.Partition != fp.partition || p.ErrorCode != fp.err || p.HighWatermark != fp.hw || p.LastStableOffset != fp.lso {
 		t.Fatalf("v%d: partition %+v, want %+v", v, p, fp)
 	}
 	if v >= 5 && p.LogStartOffset != fp.logStart {
 		t.Fatalf("v%d: log start %d, want %d", v, p.LogStartOffset, fp.logStart)
 	}
-	if wantNull := f.isolation != fetchTxnCommitted || fp.err != 0; (p.AbortedTransactions == nil) != wantNull || len(p.AbortedTransactions) != 0 {
-		t.Fatalf("v%d: aborted transactions %v, want null=%v", v, p.AbortedTransactions, wantNull)
+	wantNull := f.isolation != fetchTxnCommitted || fp.err != 0
+	var wantAborted []storage.AbortedTxn
+	if !wantNull {
+		wantAborted = f.aborted[fp.abortedFrom:fp.abortedTo]
+	}
+	if (p.AbortedTransactions == nil) != wantNull || len(p.AbortedTransactions) != len(wantAborted) {
+		t.Fatalf("v%d: aborted transactions %v, want null=%v, %v", v, p.AbortedTransactions, wantNull, wantAborted)
+	}
+	for i, a := range p.AbortedTransactions {
+		if a.ProducerID != wantAborted[i].ProducerID || a.FirstOffset != wantAborted[i].FirstOffset {
+			t.Fatalf("v%d: aborted transaction %d is %+v, want %+v", v, i, a, wantAborted[i])
+		}
 	}
 	if v >= 11 && p.PreferredReadReplica != fp.preferred {
 		t.Fatalf("v%d: preferred read replica %d, want %d", v, p.PreferredReadReplica, fp.preferred)
@@ -240,7 +251,13 @@ func fuzzFetch(b *Broker, file *os.File, version int16, layout []byte) *fetch {
 	for i, c := range layout {
 		topic := int(c>>6) & 3
 		fp := fetchPart{topicName: names[topic], topicID: [16]byte{byte(topic + 1)}, partition: int32(i),
-			hw: int64(c), logStart: int64(c / 2), divergingEpoch: -1, leaderEpoch: -1}
+			hw: int64(c), lso: int64(c) - int64(i%3), logStart: int64(c / 2), divergingEpoch: -1, leaderEpoch: -1}
+		// Some parts carry aborted transactions (c%5 of them).
+		fp.abortedFrom = int32(len(f.aborted))
+		for k := range int(c % 5) {
+			f.aborted = append(f.aborted, storage.AbortedTxn{ProducerID: int64(c) << k, FirstOffset: int64(i * k)})
+		}
+		fp.abortedTo = int32(len(f.aborted))
 		switch c & 7 {
 		case 1:
 			fp.omit = true

@@ -34,11 +34,14 @@ type purgatoryShard struct {
 type fetchWaiter struct {
 	parts    []*Partition // the partitions it is registered under
 	minBytes int64
-	replica  bool         // a follower's fetch: woken by appends, not by the high watermark
-	seen     atomic.Int64 // bytes readable: what it had, plus what wakes reported
-	done     atomic.Bool  // set once, by whoever completes it
-	answer   func()       // reads the fetch again and responds
-	pg       *fetchPurgatory
+	// iso is how far the fetch reads, which says what wakes it: appends
+	// (a follower's fetch), high watermark moves (a consumer's), or last
+	// stable offset moves (a read_committed consumer's).
+	iso    fetchIsolation
+	seen   atomic.Int64 // bytes readable: what it had, plus what wakes reported
+	done   atomic.Bool  // set once, by whoever completes it
+	answer func()       // reads the fetch again and responds
+	pg     *fetchPurgatory
 
 	mu    sync.Mutex
 	timer *time.Timer // nil until park starts it; never started once done
@@ -62,11 +65,11 @@ func (pg *fetchPurgatory) shard(p *Partition) *purgatoryShard {
 //
 // Data may have arrived between the caller's read and the registration;
 // the caller checks for that after park and calls complete if so.
-func (pg *fetchPurgatory) park(parts []*Partition, have, minBytes int64, replica bool, wait time.Duration, answer func()) (*fetchWaiter, bool) {
+func (pg *fetchPurgatory) park(parts []*Partition, have, minBytes int64, iso fetchIsolation, wait time.Duration, answer func()) (*fetchWaiter, bool) {
 	if pg.closed.Load() {
 		return nil, false
 	}
-	w := &fetchWaiter{parts: parts, minBytes: minBytes, replica: replica, answer: answer, pg: pg}
+	w := &fetchWaiter{parts: parts, minBytes: minBytes, iso: iso, answer: answer, pg: pg}
 	w.seen.Store(have)
 	pg.waiting.Add(1)
 	for _, p := range parts {
@@ -101,20 +104,26 @@ func (pg *fetchPurgatory) register(p *Partition, w *fetchWaiter) bool {
 	return true
 }
 
-// wake tells the consumer waiters on p that n more bytes are readable
-// (the high watermark moved), and completes those that now have their
-// min.bytes.
-func (pg *fetchPurgatory) wake(p *Partition, n int64) { pg.wakeKind(p, n, false) }
+// wake tells the read_uncommitted consumer waiters on p that n more bytes
+// are readable (the high watermark moved), and completes those that now
+// have their min.bytes.
+func (pg *fetchPurgatory) wake(p *Partition, n int64) { pg.wakeKind(p, n, fetchHighWatermark) }
+
+// wakeCommitted tells the read_committed consumer waiters on p that n more
+// bytes are readable (the last stable offset moved).
+func (pg *fetchPurgatory) wakeCommitted(p *Partition, n int64) {
+	pg.wakeKind(p, n, fetchTxnCommitted)
+}
 
 // wakeReplicas tells the follower waiters on p that n bytes were appended.
-func (pg *fetchPurgatory) wakeReplicas(p *Partition, n int64) { pg.wakeKind(p, n, true) }
+func (pg *fetchPurgatory) wakeReplicas(p *Partition, n int64) { pg.wakeKind(p, n, fetchLogEnd) }
 
-func (pg *fetchPurgatory) wakeKind(p *Partition, n int64, replica bool) {
+func (pg *fetchPurgatory) wakeKind(p *Partition, n int64, iso fetchIsolation) {
 	if pg.waiting.Load() == 0 {
 		return
 	}
 	var ready [8]*fetchWaiter
-	due := pg.collectReady(p, n, replica, ready[:0])
+	due := pg.collectReady(p, n, iso, ready[:0])
 	for len(due) > 0 {
 		for _, w := range due {
 			w.complete()
@@ -123,18 +132,18 @@ func (pg *fetchPurgatory) wakeKind(p *Partition, n int64, replica bool) {
 			return
 		}
 		// More were due than fit; those completed left the list.
-		due = pg.collectReady(p, 0, replica, ready[:0])
+		due = pg.collectReady(p, 0, iso, ready[:0])
 	}
 }
 
 // collectReady adds n to every waiter of the kind on p and returns up to
 // cap(dst) of those that reached min.bytes. With n == 0 it only collects.
-func (pg *fetchPurgatory) collectReady(p *Partition, n int64, replica bool, dst []*fetchWaiter) []*fetchWaiter {
+func (pg *fetchPurgatory) collectReady(p *Partition, n int64, iso fetchIsolation, dst []*fetchWaiter) []*fetchWaiter {
 	sh := pg.shard(p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, w := range sh.byPartition[p] {
-		if w.replica != replica {
+		if w.iso != iso {
 			continue
 		}
 		seen := w.seen.Load()

@@ -73,6 +73,9 @@ type Partition struct {
 	// applied is the last image applyImage acted on (the manager's calls
 	// are serialised under the metadata lock).
 	applied atomic.Value // imageKey
+	// stable tracks last stable offset moves for read_committed waiters
+	// (partition_txn.go).
+	stable stableTracker
 
 	mu struct {
 		sync.Mutex
@@ -545,7 +548,7 @@ func (p *Partition) takeReachedLocked(hw int64) []hwWaiter {
 // mu: their callbacks read the partition and answer requests.
 func (p *Partition) released(readable int64, due []hwWaiter) {
 	if readable > 0 && p.waiters != nil {
-		p.waiters.wake(p, readable)
+		p.wakeConsumers(readable)
 	}
 	for _, w := range due {
 		w.done(w.code)

@@ -164,7 +164,7 @@ func (p *Partition) appendFetched(leader, epoch int32, fetchOffset int64, record
 	moved := p.log.HighWatermark() > hw
 	p.mu.Unlock()
 	if moved && p.waiters != nil {
-		p.waiters.wake(p, max(int64(len(records)), 1))
+		p.wakeConsumers(max(int64(len(records)), 1))
 	}
 	return err
 }

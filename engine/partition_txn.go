@@ -7,6 +7,8 @@ package engine
 
 import (
 	"errors"
+	"math"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -67,4 +69,39 @@ func markerError(err error) error {
 // read of [from, to) overlaps.
 func (p *Partition) abortedTxns(dst []storage.AbortedTxn, from, to int64) []storage.AbortedTxn {
 	return p.log.AbortedTxns(dst, from, to)
+}
+
+// stableTracker remembers the last stable offset the waiters were last
+// told about, so that a high watermark move wakes parked read_committed
+// fetches only when it moved the last stable offset too.
+type stableTracker struct {
+	last atomic.Int64 // the last stable offset at the last move
+	held atomic.Bool  // it was below the high watermark then
+}
+
+// stableReadable returns how many bytes a move to lso (with the high
+// watermark at hw) made readable to read_committed readers, given that
+// the move made n readable to the others: 0 if the last stable offset
+// did not move; n if nothing was held back from them; otherwise an
+// unknown amount (the transactions decided now), counted as enough for
+// any waiter.
+func (s *stableTracker) stableReadable(lso, hw, n int64) int64 {
+	old := s.last.Swap(lso)
+	held := s.held.Swap(lso < hw)
+	switch {
+	case lso <= old:
+		return 0
+	case held:
+		return math.MaxInt32
+	}
+	return n
+}
+
+// wakeConsumers tells the parked consumer fetches that a high watermark
+// move made n bytes readable.
+func (p *Partition) wakeConsumers(n int64) {
+	p.waiters.wake(p, n)
+	if m := p.stable.stableReadable(p.LastStableOffset(), p.HighWatermark(), n); m > 0 {
+		p.waiters.wakeCommitted(p, m)
+	}
 }

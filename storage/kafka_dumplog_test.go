@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,4 +127,44 @@ func runKafkaDumpLog(t *testing.T, cp, dir string, wantBatches int) {
 			t.Fatalf("expected %d valid batches:\n%s", wantBatches, s)
 		}
 	}
+}
+
+// TestKafkaDumpLogReadsTxnIndex writes a log with committed and aborted
+// transactions over several segments, and requires that Kafka's
+// DumpLogSegments reads every .txnindex file back as the entries the log
+// holds, and every batch (control batches included) as valid. Same
+// classpath as above.
+func TestKafkaDumpLogReadsTxnIndex(t *testing.T) {
+	cp := os.Getenv("SLUICE_KAFKA_CLASSPATH")
+	if cp == "" {
+		t.Skip("set SLUICE_KAFKA_CLASSPATH to Kafka's jars to run kafka-dump-log")
+	}
+	dir := filepath.Join(t.TempDir(), "t-0")
+	l, batches := txnWorkload(t, dir)
+	want := l.AbortedTxns(nil, 0, 1<<40)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.txnindex"))
+	if len(files) < 2 {
+		t.Fatalf("%d .txnindex files, want several", len(files))
+	}
+	out, err := exec.Command("java", "-cp", cp, "org.apache.kafka.tools.DumpLogSegments",
+		"--files", strings.Join(files, ",")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got []AbortedTxn
+	for _, line := range strings.Split(string(out), "\n") {
+		var a AbortedTxn
+		var version int
+		if n, _ := fmt.Sscanf(line, "version: %d producerId: %d firstOffset: %d lastOffset: %d lastStableOffset: %d",
+			&version, &a.ProducerID, &a.FirstOffset, &a.LastOffset, &a.LastStableOffset); n == 5 {
+			got = append(got, a)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("kafka-dump-log read %v, want %v\n%s", got, want, out)
+	}
+	runKafkaDumpLog(t, cp, dir, batches)
 }

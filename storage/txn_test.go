@@ -263,3 +263,29 @@ func TestTxnIndexSurvivesRestartAndRecovery(t *testing.T) {
 	checkLSO(t, l, l.LogEndOffset())
 	l.Close()
 }
+
+// txnWorkload fills a log in dir with interleaved transactions of three
+// producers (every third one aborted), plain batches, over several
+// segments, and returns it open with the number of batches written.
+func txnWorkload(t testing.TB, dir string) (*Log, int) {
+	cfg := testConfig()
+	cfg.SegmentBytes = 2000
+	cfg.IndexIntervalBytes = 300
+	l := mustOpen(t, dir, cfg)
+	batches := 0
+	seq := map[int64]int32{}
+	for i := 0; i < 30; i++ {
+		pid := int64(100 + i%3)
+		appendHW(t, l, txnBatch(pid, 0, seq[pid], 2))
+		seq[pid] += 2
+		appendHW(t, l, buildBatch(spec(1, 30)))
+		batches += 2
+		if i%2 == 1 {
+			for p := int64(100); p < 103; p++ {
+				marker(t, l, p, 0, (i+int(p))%3 != 0)
+				batches++
+			}
+		}
+	}
+	return l, batches
+}
