@@ -2,9 +2,7 @@ package engine_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sort"
 	"strconv"
 	"testing"
@@ -154,7 +152,7 @@ func TestTransactionalProduceToPartitionNotAdded(t *testing.T) {
 	rc := dialRaw(t, tb.Addr)
 	id := "tx-v"
 	init := initTxnProducer(t, rc, id)
-	batch := txnBatch(t, init.ProducerID, init.ProducerEpoch, 0)
+	batch := txnBatch(t, init.ProducerID, init.ProducerEpoch, 0, "v")
 	if p := produceTxnRaw(rc, id, "verify", batch); p.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("produce before AddPartitionsToTxn: %v", kerr.ErrorForCode(p.ErrorCode))
 	}
@@ -178,14 +176,6 @@ func TestTransactionalProduceToPartitionNotAdded(t *testing.T) {
 	if ps[0].ErrorCode != 0 || ps[1].ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("verify-only: %+v", ps)
 	}
-}
-
-// txnBatch is a producer's transactional batch of one record.
-func txnBatch(t testing.TB, pid int64, epoch int16, seq int32) []byte {
-	b := engine.BuildTestBatch(t, engine.TestBatchOpts{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq}, engine.TestRecord{Value: []byte("v")})
-	b[22] |= 0x10 // transactional attribute
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
 }
 
 func initTxnProducer(t *testing.T, rc *rawConn, id string) *kmsg.InitProducerIDResponse {
