@@ -42,6 +42,7 @@ var clientCaps = []capability{
 	{"group-eager", "group (eager)", "two members of one consumer group with an eager assignor (range; KafkaJS: its round-robin) split 4 partitions and consume 100 records, committing each before counting it; one member leaves; 50 more records; a new member joins; 50 more: exactly the 100 new records arrive, none twice, none of the first 100 again (the group resumed from its committed offsets)"},
 	{"group-cooperative", "group (cooperative)", "the same with the cooperative-sticky assignor (incremental rebalancing)"},
 	{"group-kip848", "group (KIP-848)", "the same with group.protocol=consumer, Kafka 4's consumer rebalance protocol (ConsumerGroupHeartbeat)"},
+	{"transactions", "transactions", "a transactional producer commits one transaction and aborts another over 3 partitions, and copies a topic consume-transform-produce style, committing the group's offsets in the transaction; a read_committed consumer reads exactly the committed and copied records, and the group's committed offsets cover the input"},
 	{"list-offsets", "list offsets", "earliest, latest and by-timestamp offsets of every partition match what was produced"},
 	{"describe-config", "describe config", "describes a topic's configs and finds retention.ms"},
 	{"alter-config", "alter config", "sets the topic's retention.ms and reads the new value back"},
@@ -74,7 +75,7 @@ func matrix() []scenario {
 			table: tableClients, dir: "interop/java",
 			argv:    javaArgv("sluice.interop.ClientScenario"),
 			timeout: 3 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative", "group-kip848"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative", "group-kip848", "transactions"}, admin),
 		},
 		{
 			id: "confluent-kafka", client: "confluent-kafka (Python, librdkafka)", version: "2.16.1",
@@ -128,7 +129,8 @@ func matrix() []scenario {
 				"consumer-groups reset-offsets", "kafka-configs describe", "kafka-configs alter",
 				"get-offset-shell", "verifiable-producer", "verifiable-consumer", "delete-records",
 				"kafka-topics alter partitions", "consumer-groups delete", "log-dirs", "broker-api-versions",
-				"cluster-id", "producer-perf-test", "consumer-perf-test", "kafka-topics delete"},
+				"cluster-id", "producer-perf-test", "consumer-perf-test", "kafka-transactions list", "kafka-transactions describe",
+				"kafka-transactions describe-producers", "kafka-transactions find-hanging", "kafka-topics delete"},
 		},
 		{
 			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",

@@ -131,6 +131,7 @@ public final class ClientScenario {
         rep.check("group-cooperative",
                 () -> groupScenario(topic("group-cooperative"), "java-cooperative", CooperativeStickyAssignor.class, t0));
         kip848(t0);
+        rep.check("transactions", () -> Transactions.run(bootstrap, admin));
 
         if (noneSent == null) {
             rep.fail("list-offsets", "not run: the uncompressed produce step failed");
