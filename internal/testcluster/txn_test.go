@@ -27,21 +27,7 @@ func TestTransactionsInProcessCluster(t *testing.T) {
 	createTopic(t, adm, "tx", 3, 3)
 	prod := c.Client(kgo.TransactionalID("cluster-tx"), kgo.DefaultProduceTopic("tx"),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.TransactionTimeout(30*time.Second))
-	txn := func(commit bool, values ...string) {
-		t.Helper()
-		ctx := ctxT(t, 30*time.Second)
-		if err := prod.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range values {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatalf("produce %s: %v", v, err)
-			}
-		}
-		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatalf("end (commit %v): %v", commit, err)
-		}
-	}
+	txn := func(commit bool, values ...string) { runTxn(t, prod, commit, values...) }
 	txn(true, "a1", "a2", "a3")
 	txn(false, "x1", "x2", "x3")
 
@@ -68,6 +54,23 @@ func TestTransactionsInProcessCluster(t *testing.T) {
 	}
 	if newCoord := findTxnCoordinator(t, adm, "cluster-tx"); newCoord == coord {
 		t.Logf("the coordinator moved back to node %d", newCoord)
+	}
+}
+
+// runTxn produces values in one transaction and commits or aborts it.
+func runTxn(t *testing.T, cl *kgo.Client, commit bool, values ...string) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", v, err)
+		}
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatalf("end (commit %v): %v", commit, err)
 	}
 }
 
@@ -122,21 +125,7 @@ func TestOpenTransactionAtSIGKILL(t *testing.T) {
 	newProducer := func(id string) *kgo.Client {
 		return c.Client(kgo.TransactionalID(id), kgo.DefaultProduceTopic("killed"), kgo.TransactionTimeout(3*time.Second))
 	}
-	commit := func(cl *kgo.Client, values ...string) {
-		t.Helper()
-		ctx := ctxT(t, 30*time.Second)
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range values {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v)}).FirstErr(); err != nil {
-				t.Fatalf("produce %s: %v", v, err)
-			}
-		}
-		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatal(err)
-		}
-	}
+	commit := func(cl *kgo.Client, values ...string) { runTxn(t, cl, true, values...) }
 	a := newProducer("killed-a")
 	commit(a, "c1")
 	if err := a.BeginTransaction(); err != nil {
