@@ -11,7 +11,8 @@ package engine
 // PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
 //
 // v4+ (brokers) batch several transactional ids, each answered on its
-// own; VerifyOnly asks, without adding, whether each partition is in the
+// own; v5 adds for a producer on transactions version 2 (KIP-890 part 2:
+// its partition leaders and group coordinator add for it); VerifyOnly asks, without adding, whether each partition is in the
 // open transaction (INVALID_TXN_STATE if not): KIP-890's check a partition
 // leader makes before a transactional produce (txn_verify.go). Kafka
 // requires CLUSTER_ACTION for v4+; without ACLs any client may send it.
@@ -75,7 +76,11 @@ func (b *Broker) addPartitions(version int16, id string, pid int64, epoch int16,
 		unknown = unknown || b.Topic(t.Topic) == nil
 	}
 	code := int16(0)
-	if !unknown {
+	switch {
+	case unknown:
+	case version >= 5: // a broker adding for a producer on transactions version 2
+		code = b.txns.AddPartitionsImplicitly(id, pid, epoch, txnPartitions(topics))
+	default:
 		code = fencedCode(b.txns.AddPartitions(id, pid, epoch, txnPartitions(topics)), version, 2)
 	}
 	k := -1

@@ -13,7 +13,10 @@ package engine
 // UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); without them no member check is
 // made, as in Kafka. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
 // OFFSET_METADATA_TOO_LARGE; the group's partition not loaded here is
-// NOT_COORDINATOR. v5+ (transactions version 2's implicit add) is not
+// NOT_COORDINATOR. v5 is transactions version 2 (KIP-890 part 2): the
+// producer sends no AddOffsetsToTxn, so this broker adds the group's offsets
+// partition to the transaction with the coordinator first (its refusal,
+// e.g. PRODUCER_FENCED, answers every partition). v6 (topic ids) is not
 // advertised.
 
 import (
@@ -21,9 +24,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
+	"github.com/sluice-broker/sluice/engine/txn"
 )
 
-func init() { register(kmsg.TxnOffsetCommit, 0, 4, (*Broker).handleTxnOffsetCommit) }
+func init() { register(kmsg.TxnOffsetCommit, 0, 5, (*Broker).handleTxnOffsetCommit) }
 
 func (b *Broker) handleTxnOffsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
@@ -52,6 +56,9 @@ func (b *Broker) handleTxnOffsetCommit(r *Request) {
 			c.Offsets = append(c.Offsets, o)
 		}
 	}
+	if r.Version >= 5 {
+		b.addOffsetsImplicitly(req, c.Offsets)
+	}
 	b.groups.TxnCommit(c)
 	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
 	k := 0
@@ -67,4 +74,17 @@ func (b *Broker) handleTxnOffsetCommit(r *Request) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 	r.Respond(resp)
+}
+
+// addOffsetsImplicitly adds the group's offsets partition to the
+// transaction for a producer on transactions version 2; a refusal fails
+// every offset.
+func (b *Broker) addOffsetsImplicitly(req *kmsg.TxnOffsetCommitRequest, offsets []group.CommitOffset) {
+	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: b.groups.PartitionFor(req.Group)}
+	code := b.askCoordinator(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp, true)
+	for i := range offsets {
+		if offsets[i].ErrorCode == 0 {
+			offsets[i].ErrorCode = code
+		}
+	}
 }

@@ -61,6 +61,7 @@ type Config struct {
 	TxnIDExpiration           time.Duration // transactional.id.expiration.ms
 	TxnAbortCheckInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
 	TxnExpireCheckInterval    time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
+	TxnVersion                int32         // sluice.transaction.version: the transaction.version feature level (1 or 2)
 
 	// The cluster (cluster.go). ClusterMode reports whether it is one.
 	ProcessRoles                  string        // process.roles: broker, controller or both

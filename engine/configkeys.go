@@ -257,6 +257,8 @@ var configKeys = append([]configKey{
 		doc: "how often transactions past their timeout are aborted", field: func(c *Config) any { return millis{&c.TxnAbortCheckInterval} }},
 	{name: "transaction.remove.expired.transaction.cleanup.interval.ms", typ: typeInt, def: "3600000", min: 1, max: maxInt32,
 		doc: "how often expired transactional ids are removed", field: func(c *Config) any { return millis{&c.TxnExpireCheckInterval} }},
+	{name: "sluice.transaction.version", typ: typeInt, def: "2", min: 1, max: 2,
+		doc: "the transaction.version feature finalized for clients: 2 is KIP-890 part 2 (an epoch bump per transaction, partitions added by the brokers), Kafka 4's default; 1 the earlier protocol", field: func(c *Config) any { return &c.TxnVersion }},
 
 	// The cluster (docs/cluster.md). With no controller.quorum.voters and no
 	// controller.quorum.bootstrap.servers the node runs alone, as `sluice

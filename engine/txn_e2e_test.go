@@ -20,8 +20,13 @@ import (
 // Transactions end to end: real franz-go producers and consumers through a
 // real broker.
 
-func txnBroker(t *testing.T) *testbroker.Broker {
-	return testbroker.Start(t, func(c *engine.Config) { c.TxnStatePartitions = 4 })
+func txnBroker(t *testing.T) *testbroker.Broker { return txnBrokerVersion(t, 2) }
+
+// txnBrokerVersion finalizes transaction.version at v: 2 has clients on
+// KIP-890 part 2 (Produce v12, EndTxn v5, TxnOffsetCommit v5), 1 on the
+// protocol before it (AddPartitionsToTxn, AddOffsetsToTxn).
+func txnBrokerVersion(t *testing.T, v int32) *testbroker.Broker {
+	return testbroker.Start(t, func(c *engine.Config) { c.TxnStatePartitions, c.TxnVersion = 4, v })
 }
 
 // produceTxn runs one transaction of values to topic and commits or aborts
@@ -83,7 +88,13 @@ func sorted(s []string) []string {
 }
 
 func TestTransactionsCommitAndAbort(t *testing.T) {
-	tb := txnBroker(t)
+	for _, v := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("transaction.version=%d", v), func(t *testing.T) { testCommitAndAbort(t, v) })
+	}
+}
+
+func testCommitAndAbort(t *testing.T, version int32) {
+	tb := txnBrokerVersion(t, version)
 	makeTopic(t, tb, "txn-out", 2, nil)
 	p := tb.Client(t, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("txn-out"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produceTxn(t, p, "txn-out", true, "a1", "a2", "a3", "a4")
@@ -108,7 +119,9 @@ func TestTransactionsCommitAndAbort(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := desc["tx-1"]
-	if d.Err != nil || d.State != "CompleteCommit" || d.ProducerEpoch != 0 || d.TimeoutMillis <= 0 {
+	// Transactions version 2: the epoch went up with each of the five.
+	wantEpoch := map[int32]int16{1: 0, 2: 5}[version]
+	if d.Err != nil || d.State != "CompleteCommit" || d.ProducerEpoch != wantEpoch || d.TimeoutMillis <= 0 {
 		t.Fatalf("describe: %+v", d)
 	}
 	list, err := adm.ListTransactions(context.Background(), nil, []string{"CompleteCommit"})
@@ -202,7 +215,13 @@ func produceTxnRaw(rc *rawConn, id, topic string, batch []byte) kmsg.ProduceResp
 // input record is in "out" exactly once for read_committed readers, and
 // the group's committed offsets cover the input.
 func TestGroupTransactSession(t *testing.T) {
-	tb := txnBroker(t)
+	for _, v := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("transaction.version=%d", v), func(t *testing.T) { testGroupTransactSession(t, v) })
+	}
+}
+
+func testGroupTransactSession(t *testing.T, version int32) {
+	tb := txnBrokerVersion(t, version)
 	makeTopic(t, tb, "in", 2, nil)
 	makeTopic(t, tb, "out", 2, nil)
 	const n = 200

@@ -58,7 +58,10 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 		return nil
 	}
 	id, tp := *req.TransactionID, txn.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
-	code := b.verifyWithCoordinator(id, h.ProducerID, h.ProducerEpoch, tp)
+	// Transactions version 2 (Produce v12+): the producer no longer adds
+	// partitions itself; the leader adds this one for it.
+	add := r.Version >= 12 && b.txnVersion() >= 2
+	code := b.askCoordinator(id, h.ProducerID, h.ProducerEpoch, tp, add)
 	switch code {
 	case 0:
 		b.txnVerified.set(p, h.ProducerID, h.ProducerEpoch)
@@ -73,13 +76,15 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 	return produceErr(kerr.NotEnoughReplicas, "cannot verify the transaction of %q: %v", id, kerr.ErrorForCode(code))
 }
 
-// verifyWithCoordinator asks the id's coordinator whether tp is in the
-// producer's open transaction.
-func (b *Broker) verifyWithCoordinator(id string, pid int64, epoch int16, tp txn.TopicPartition) int16 {
+// askCoordinator asks the id's coordinator whether tp is in the
+// producer's open transaction, or (add, transactions version 2) to add it.
+func (b *Broker) askCoordinator(id string, pid int64, epoch int16, tp txn.TopicPartition, add bool) int16 {
 	leader, ok := b.txnLeader(id)
 	switch {
 	case !ok:
 		return kerr.CoordinatorNotAvailable.Code
+	case leader == b.cfg.NodeID && add:
+		return b.txns.AddPartitionsImplicitly(id, pid, epoch, []txn.TopicPartition{tp})
 	case leader == b.cfg.NodeID:
 		codes, code := b.txns.Verify(id, pid, epoch, []txn.TopicPartition{tp})
 		if code != 0 {
@@ -89,11 +94,11 @@ func (b *Broker) verifyWithCoordinator(id string, pid int64, epoch int16, tp txn
 	}
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, pid, epoch, true
+	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, pid, epoch, !add
 	rt.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}}
 	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{rt}
 	resp := new(kmsg.AddPartitionsToTxnResponse)
-	if err := b.peers.call(b, leader, req, 4, resp); err != nil {
+	if err := b.peers.call(b, leader, req, 5, resp); err != nil {
 		b.log.Debug("transaction verification failed", "coordinator", leader, "err", err)
 		return kerr.CoordinatorNotAvailable.Code
 	}

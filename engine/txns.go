@@ -183,6 +183,19 @@ func (b *Broker) txnCoordinatorFor(key string, c *kmsg.FindCoordinatorResponseCo
 	c.NodeID, c.Host, c.Port = leader, host, port
 }
 
+// txnVersion is the transaction version the broker runs: 2 (KIP-890
+// part 2, Kafka 4's default) unless sluice.transaction.version says 1.
+func (b *Broker) txnVersion() int32 { return b.cfg.TxnVersion }
+
+// txnFeatures are ApiVersions' (v3+) supported and finalized features:
+// transaction.version, which clients read to pick transactions version 2.
+func (b *Broker) txnFeatures(resp *kmsg.ApiVersionsResponse) {
+	resp.SupportedFeatures = append(resp.SupportedFeatures, kmsg.ApiVersionsResponseSupportedFeature{Name: "transaction.version", MinVersion: 0, MaxVersion: 2})
+	resp.FinalizedFeaturesEpoch = 1
+	v := int16(b.txnVersion())
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, kmsg.ApiVersionsResponseFinalizedFeature{Name: "transaction.version", MinVersionLevel: v, MaxVersionLevel: v})
+}
+
 // txnLeader is the broker that coordinates a transactional id in the
 // image; false while its partition has no leader.
 func (b *Broker) txnLeader(id string) (int32, bool) {

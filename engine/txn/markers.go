@@ -102,4 +102,8 @@ func (c *Coordinator) complete(m *txnMeta) {
 	}
 	m.apply(s)
 	m.pending = false
+	if m.completed != nil {
+		close(m.completed)
+		m.completed = nil
+	}
 }

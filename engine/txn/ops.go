@@ -29,9 +29,14 @@ type ProducerResult struct {
 	ProducerID    int64
 	ProducerEpoch int16
 	ErrorCode     int16
+	// Completed, from an EndTxn that began a commit or abort, is closed
+	// once its markers and Complete record are written. A caller may wait
+	// for it before answering, so that the producer's next transaction
+	// does not find this one still completing (CONCURRENT_TRANSACTIONS).
+	Completed <-chan struct{}
 }
 
-func failed(code int16) ProducerResult { return ProducerResult{-1, -1, code} }
+func failed(code int16) ProducerResult { return ProducerResult{ProducerID: -1, ProducerEpoch: -1, ErrorCode: code} }
 
 // InitProducerID gives the transactional id its producer id and the next
 // epoch, fencing every older producer of the id. An open transaction is
@@ -52,7 +57,7 @@ func (c *Coordinator) InitProducerID(req InitRequest) ProducerResult {
 	}
 	s, fence, code := c.initTransitionLocked(m, req)
 	if code != 0 || s == nil {
-		r := ProducerResult{m.pid, m.epoch, code}
+		r := ProducerResult{ProducerID: m.pid, ProducerEpoch: m.epoch, ErrorCode: code}
 		c.mu.Unlock()
 		if code != 0 {
 			r = failed(code)
@@ -71,7 +76,7 @@ func (c *Coordinator) InitProducerID(req InitRequest) ProducerResult {
 	if code := c.persist(m, *s, false); code != 0 {
 		return failed(code)
 	}
-	return ProducerResult{s.pid, s.epoch, 0}
+	return ProducerResult{ProducerID: s.pid, ProducerEpoch: s.epoch}
 }
 
 // metaForInit finds the id's metadata or creates it, with a new producer
@@ -164,18 +169,32 @@ func checkProducerLocked(m *txnMeta, pid int64, epoch int16) int16 {
 
 // AddPartitions adds partitions to the id's transaction, beginning one if
 // none is open (AddPartitionsToTxn, AddOffsetsToTxn with the group's
-// offsets partition, and a transactions-version-2 produce).
+// offsets partition).
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []TopicPartition) int16 {
+	return c.addPartitions(id, pid, epoch, tps, false)
+}
+
+// AddPartitionsImplicitly is AddPartitions for a producer on transactions
+// version 2 (KIP-890 part 2), whose partitions are added by the brokers
+// its produces and offset commits reach rather than by the producer: the
+// transaction is recorded as version 2 (its records written as
+// TransactionLogValue v1).
+func (c *Coordinator) AddPartitionsImplicitly(id string, pid int64, epoch int16, tps []TopicPartition) int16 {
+	return c.addPartitions(id, pid, epoch, tps, true)
+}
+
+func (c *Coordinator) addPartitions(id string, pid int64, epoch int16, tps []TopicPartition, tv2 bool) int16 {
 	c.mu.Lock()
 	m, _, code := c.lookupLocked(id)
 	if code == 0 {
 		code = checkProducerLocked(m, pid, epoch)
 	}
-	if code != 0 || m.state == Ongoing && m.hasAll(tps) {
+	if code != 0 || m.state == Ongoing && m.hasAll(tps) && (m.tv2 || !tv2) {
 		c.mu.Unlock()
 		return code
 	}
 	s := m.snapshot()
+	s.tv2 = s.tv2 || tv2
 	now := c.clock.Now().UnixMilli()
 	if m.state != Ongoing {
 		s.parts, s.startMs = nil, now
@@ -263,9 +282,9 @@ func (c *Coordinator) EndTxn(req EndRequest) ProducerResult {
 	}
 	s, code := c.endTransitionLocked(m, req)
 	if code != 0 || s == nil {
-		r := ProducerResult{m.pid, m.epoch, 0}
+		r := ProducerResult{ProducerID: m.pid, ProducerEpoch: m.epoch}
 		if m.nextPid >= 0 {
-			r = ProducerResult{m.nextPid, 0, 0}
+			r = ProducerResult{ProducerID: m.nextPid}
 		}
 		c.mu.Unlock()
 		if code != 0 {
@@ -274,15 +293,17 @@ func (c *Coordinator) EndTxn(req EndRequest) ProducerResult {
 		return r
 	}
 	m.pending = true
+	completed := make(chan struct{})
+	m.completed = completed
 	c.mu.Unlock()
 	if code := c.persist(m, *s, true); code != 0 {
 		return failed(code)
 	}
 	c.sendMarkers(m)
 	if s.nextPid >= 0 {
-		return ProducerResult{s.nextPid, 0, 0}
+		return ProducerResult{s.nextPid, 0, 0, completed}
 	}
-	return ProducerResult{s.pid, s.epoch, 0}
+	return ProducerResult{s.pid, s.epoch, 0, completed}
 }
 
 // endTransitionLocked decides what an EndTxn does: the Prepare state to

@@ -77,6 +77,9 @@ type txnMeta struct {
 	// Invariant: while pending, only the writer that set it changes the
 	// fields above; every other call answers CONCURRENT_TRANSACTIONS.
 	pending bool
+	// completed is closed when the commit or abort in flight completes
+	// (its markers and Complete record written); nil when none is.
+	completed chan struct{}
 }
 
 // snapshot is the value a transition would write: txnMeta's persisted

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestInitNewIDThenFence(t *testing.T) {
@@ -387,4 +388,19 @@ func TestFailedWriteChangesNothing(t *testing.T) {
 		t.Fatalf("after the failed write: %+v", d)
 	}
 	wantCode(t, "add again", h.c.AddPartitions("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp0}), 0)
+}
+
+func TestImplicitAddRecordsTransactionsVersion2(t *testing.T) {
+	h := newHarness(t)
+	p := h.init("a")
+	wantCode(t, "implicit add", h.c.AddPartitionsImplicitly("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp0}), 0)
+	var v kmsg.TxnMetadataValue
+	recs := h.log.records()
+	if err := v.ReadFrom(recs[len(recs)-1].Value); err != nil || v.Version != 1 || v.ClientTransactionVersion != 2 {
+		t.Fatalf("record after an implicit add: %+v %v", v, err)
+	}
+	wantCode(t, "implicit add again", h.c.AddPartitionsImplicitly("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp0}), 0)
+	if n := len(h.log.records()); n != len(recs) {
+		t.Fatal("adding a partition already in the transaction wrote a record")
+	}
 }
