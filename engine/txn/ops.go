@@ -36,7 +36,9 @@ type ProducerResult struct {
 	Completed <-chan struct{}
 }
 
-func failed(code int16) ProducerResult { return ProducerResult{ProducerID: -1, ProducerEpoch: -1, ErrorCode: code} }
+func failed(code int16) ProducerResult {
+	return ProducerResult{ProducerID: -1, ProducerEpoch: -1, ErrorCode: code}
+}
 
 // InitProducerID gives the transactional id its producer id and the next
 // epoch, fencing every older producer of the id. An open transaction is
