@@ -364,3 +364,27 @@ func TestAlterPartitionAnswersCompletion(t *testing.T) {
 		t.Errorf("answer %+v, image %s epochs %d/%d", a, layout(after), after.LeaderEpoch, after.PartitionEpoch)
 	}
 }
+
+// TestCreatePartitionsDuringReassignment: partitions added while partition
+// 0 moves to new brokers get the topic's replication factor (the target's
+// size), not that of partition 0's replica list, which also holds the
+// replicas leaving it.
+func TestCreatePartitionsDuringReassignment(t *testing.T) {
+	h := newHarness(t)
+	h.brokers(6)
+	h.topic("t", ints(1, 2, 3))
+	if err := h.reassign("t", 0, ints(4, 5, 6)); err != nil {
+		t.Fatal(err)
+	}
+	res := h.c.CreatePartitions(h.img, "t", 2, nil)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	h.commit(res.Records...)
+	if got := h.part("t", 1).Replicas; len(got) != 3 {
+		t.Errorf("new partition's replicas %v, want 3 of them", got)
+	}
+	if res := h.c.CreatePartitions(h.img, "t", 3, [][]int32{{1, 2, 3, 4, 5, 6}}); res.Err != kerr.InvalidReplicaAssignment {
+		t.Errorf("an assignment of 6 replicas: %v, want INVALID_REPLICA_ASSIGNMENT", res.Err)
+	}
+}

@@ -163,7 +163,10 @@ func (c *Controller) CreatePartitions(img metadata.Image, topic string, count in
 	if count <= have {
 		return CreatePartitionsResult{Err: kerr.InvalidPartitions}
 	}
-	rf := len(t.Partitions[0].Replicas)
+	// The replication factor is partition 0's target: while it is being
+	// reassigned its replica list also holds the replicas leaving it.
+	p0 := &t.Partitions[0]
+	rf := len(p0.Replicas) - len(p0.RemovingReplicas)
 	if assignments != nil {
 		if int32(len(assignments)) != count-have {
 			return CreatePartitionsResult{Err: kerr.InvalidReplicaAssignment}

@@ -78,25 +78,52 @@ var internalTopicNames = map[string]bool{offsetsTopic: true, "__transaction_stat
 
 func (b *Broker) handleMetadata(r *Request) {
 	req := r.Msg.(*kmsg.MetadataRequest)
+	if req.Topics == nil || r.Version == 0 && len(req.Topics) == 0 {
+		b.respondFullMetadata(r, req) // metadata_cache.go
+		return
+	}
+	resp := b.metadataResponse(req, r.Version, r.listener())
+	m := metadataBuilder{b: b, req: req, version: r.Version, replicas: []int32{b.cfg.NodeID}, img: b.image()}
+	if r.Version >= 10 && r.Version <= 11 && usesTopicIDs(req) {
+		resp.Topics = metadataRequestErrors(req, kerr.InvalidRequest.Code)
+	} else {
+		resp.Topics = m.requested()
+	}
+	r.Respond(resp)
+}
+
+// metadataResponse starts an answer for a connection on listener: the
+// brokers, the cluster and its authorized operations; no topics yet.
+func (b *Broker) metadataResponse(req *kmsg.MetadataRequest, version int16, listener string) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = b.metadataBrokers()
+	resp.SetVersion(version)
+	resp.Brokers = b.metadataBrokers(listener)
 	resp.ClusterID = &b.clusterID
 	resp.ControllerID = b.cfg.NodeID
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterAuthorizedOps
 	}
-	m := metadataBuilder{b: b, req: req, version: r.Version, replicas: []int32{b.cfg.NodeID}, img: b.image()}
-	switch {
-	case req.Topics == nil || r.Version == 0 && len(req.Topics) == 0:
-		for _, t := range b.Topics() {
-			resp.Topics = append(resp.Topics, m.topic(t))
-		}
-	case r.Version >= 10 && r.Version <= 11 && usesTopicIDs(req):
-		resp.Topics = metadataRequestErrors(req, kerr.InvalidRequest.Code)
-	default:
-		resp.Topics = m.requested()
+	return resp
+}
+
+// fullMetadata describes every topic (what metadataCache keeps encoded).
+func (b *Broker) fullMetadata(req *kmsg.MetadataRequest, version int16, listener string) *kmsg.MetadataResponse {
+	resp := b.metadataResponse(req, version, listener)
+	m := metadataBuilder{b: b, req: req, version: version, replicas: []int32{b.cfg.NodeID}, img: b.image()}
+	topics := b.hosted.load().sorted
+	resp.Topics = make([]kmsg.MetadataResponseTopic, 0, len(topics))
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, m.topic(t))
 	}
-	r.Respond(resp)
+	return resp
+}
+
+// listener is the listener the request's connection came in on.
+func (r *Request) listener() string {
+	if r.Session == nil {
+		return ""
+	}
+	return r.Session.Listener
 }
 
 // usesTopicIDs reports whether any topic is requested by id, which Kafka
@@ -313,8 +340,10 @@ func (b *Broker) checkTopicCollision(name string) error {
 }
 
 // metadataBrokers lists this node alone, or in a cluster every registered
-// unfenced broker.
-func (b *Broker) metadataBrokers() []kmsg.MetadataResponseBroker {
+// unfenced broker, for a connection on listener. (Every listener
+// advertises the same endpoints so far; the answer is cached per listener
+// all the same, so that choosing them by listener needs no cache change.)
+func (b *Broker) metadataBrokers(listener string) []kmsg.MetadataResponseBroker {
 	if b.cluster == nil {
 		return []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
 	}

@@ -39,7 +39,7 @@ func (b *Broker) handleDescribeCluster(r *Request) {
 	resp.EndpointType = endpointBrokers
 	resp.ClusterID = b.clusterID
 	resp.ControllerID = b.cfg.NodeID
-	for _, br := range b.metadataBrokers() {
+	for _, br := range b.metadataBrokers(r.listener()) {
 		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: br.NodeID, Host: br.Host, Port: br.Port, Rack: br.Rack})
 	}
 	if req.IncludeClusterAuthorizedOperations {

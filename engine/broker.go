@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"errors"
 	"log/slog"
 	"os"
 	"sync"
@@ -22,6 +23,7 @@ type Broker struct {
 
 	meta    metaState        // the metadata image and its store (image.go)
 	hosted  partitionManager // the partitions open here (registry.go)
+	mdCache metadataCache    // encoded full Metadata answers (metadata_cache.go)
 	metrics *Metrics
 
 	groups *groupCoordinator // consumer groups and committed offsets (groups.go)
@@ -64,6 +66,9 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	}
 	if err := storage.RemoveDeleted(cfg.DataDir); err != nil {
 		log.Warn("removing deleted partitions' directories", "err", err)
+	}
+	if err := b.takeCleanShutdown(); err != nil { // registry.go
+		return nil, err
 	}
 	b.replicas = newReplicaManager(cfg, log)
 	if err := b.openStore(link); err != nil {
@@ -177,13 +182,15 @@ func (b *Broker) maintainLogs(nowMs int64, retention bool) {
 			if p == nil {
 				continue // hosted elsewhere
 			}
-			if err := p.maybeRoll(nowMs); err != nil {
+			// A log closed under the pass (its topic deleted, the replica
+			// moved away) has nothing left to maintain.
+			if err := p.maybeRoll(nowMs); err != nil && !errors.Is(err, storage.ErrClosed) {
 				b.log.Error("segment roll failed", "topic", t.Name, "partition", p.Index, "err", err)
 			}
 			if !retention {
 				continue
 			}
-			if n, err := p.enforceRetention(nowMs); err != nil {
+			if n, err := p.enforceRetention(nowMs); err != nil && !errors.Is(err, storage.ErrClosed) {
 				b.log.Error("retention failed", "topic", t.Name, "partition", p.Index, "err", err)
 			} else if n > 0 {
 				b.log.Info("retention deleted segments", "topic", t.Name, "partition", p.Index, "segments", n, "log_start", p.LogStartOffset())

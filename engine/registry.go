@@ -66,6 +66,10 @@ type partitionManager struct {
 	// set is replaced whole by syncPartitions (which runs under meta.mu)
 	// when topics come or go; lookups load it without a lock.
 	set atomic.Pointer[topicSet]
+	// clean is the data directory's clean-shutdown record, taken at
+	// start before any partition opens; each partition it names opens
+	// without recovery, once (storage.CleanShutdown).
+	clean *storage.CleanShutdown
 }
 
 // topicSet is one published generation of hosted topics. Invariant: byName,
@@ -100,6 +104,8 @@ func (b *Broker) Topics() []*Topic { return slices.Clone(b.hosted.load().sorted)
 // caller holds meta.mu. It is idempotent: a partition that failed to open
 // is tried again by the next call.
 func (b *Broker) syncPartitions(img metadata.Image) error {
+	// Metadata answers cached before this change are stale after it.
+	defer b.mdCache.invalidate()
 	b.applyBrokerConfigs(img) // dynconfig.go: topic defaults first
 	old := b.hosted.load()
 	var added []*metadata.TopicImage
@@ -254,6 +260,21 @@ func (b *Broker) applyImageRole(p *Partition, pi *metadata.PartitionImage) {
 	p.applyImage(b.cfg.NodeID, pi)
 }
 
+// takeCleanShutdown takes the data directory's clean-shutdown record
+// (which closeTopics' storage.CloseAll leaves), before any partition
+// opens: from here on a crash leaves no record.
+func (b *Broker) takeCleanShutdown() error {
+	rec, err := storage.TakeCleanShutdown(b.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	b.hosted.clean = rec
+	if n := rec.Len(); n > 0 {
+		b.log.Info("partitions closed cleanly at the last shutdown", "partitions", n)
+	}
+	return nil
+}
+
 // openPartitions opens partitions from, from+1, ... of t (described by pis)
 // side by side: opening a log is dominated by fsync latency (clean-shutdown
 // marker, directory), not CPU, so a topic of many partitions opens in a
@@ -304,10 +325,11 @@ func parallel(n int, fn func(i int) error) error { return par.Each(n, openWorker
 // says.
 func (b *Broker) openPartition(t *Topic, i int32, pi *metadata.PartitionImage) (*Partition, error) {
 	dir := filepath.Join(b.cfg.DataDir, t.Name+"-"+strconv.Itoa(int(i)))
-	l, err := storage.Open(dir, t.Settings().Log)
+	l, err := b.hosted.clean.Open(dir, t.Settings().Log)
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", t.Name, i, err)
 	}
+	l.SetFailureHook(func(err error) { b.logFailed(t.Name, i, err) })
 	p := newPartition(t, i, l, b.waiters, b.replicas)
 	b.setRole(p, pi)
 	return p, nil

@@ -82,8 +82,9 @@ type frameWriter struct {
 }
 
 type partMark struct {
-	start, end int // byte range in r.buf, or end < 0 for a region
+	start, end int // byte range in r.buf, or end < 0 for a region or ext
 	region     storage.Region
+	ext        []byte // bytes kept elsewhere that no one writes to again
 }
 
 func (w *frameWriter) begin(r *Response) {
@@ -102,6 +103,16 @@ func (w *frameWriter) region(reg storage.Region) {
 	w.marks = append(w.marks, partMark{end: -1, region: reg})
 }
 
+// bytes appends b, which must stay unchanged until the response is
+// released, as a part of its own instead of copying it (a cached body).
+func (w *frameWriter) bytes(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	w.flushBytes()
+	w.marks = append(w.marks, partMark{end: -1, ext: b})
+}
+
 func (w *frameWriter) flushBytes() {
 	if len(w.r.buf) > w.cursor {
 		w.marks = append(w.marks, partMark{start: w.cursor, end: len(w.r.buf)})
@@ -115,6 +126,11 @@ func (w *frameWriter) finish() *Response {
 	r := w.r
 	var size int64
 	for _, m := range w.marks {
+		if m.ext != nil {
+			r.Parts = append(r.Parts, Part{Bytes: m.ext})
+			size += int64(len(m.ext))
+			continue
+		}
 		if m.end < 0 {
 			r.Parts = append(r.Parts, Part{Region: m.region})
 			size += m.region.Len

@@ -26,9 +26,11 @@ import (
 //  2. syncfs: log bytes, index bytes and the new contents are durable;
 //  3. each log renames its new checkpoint files into place;
 //  4. syncfs: the renames are durable;
-//  5. each log writes its clean-shutdown marker; syncfs; the files close.
+//  5. the clean-shutdown record of each data directory (cleanshutdown.go)
+//     names the logs closed without error; syncfs; the files close.
 //
-// A log with a sticky error is closed without a marker, as Close does.
+// A log with a sticky error is left out of the record, as Close leaves
+// it without a marker.
 // workers bounds the logs handled at once.
 func CloseAll(logs []*Log, workers int) error {
 	cs := make([]*closing, len(logs))
@@ -41,7 +43,7 @@ func CloseAll(logs []*Log, workers int) error {
 	errs = append(errs, syncFilesystems(cs))
 	errs = append(errs, par.Each(len(cs), workers, func(i int) error { return cs[i].commit() }))
 	errs = append(errs, syncFilesystems(cs))
-	errs = append(errs, par.Each(len(cs), workers, func(i int) error { return cs[i].mark() }))
+	errs = append(errs, markClean(cs))
 	errs = append(errs, syncFilesystems(cs))
 	errs = append(errs, par.Each(len(cs), workers, func(i int) error { return cs[i].finish() }))
 	return errors.Join(errs...)
@@ -174,16 +176,23 @@ func (c *closing) commit() error {
 	return nil
 }
 
-// mark is step 5: the clean-shutdown marker.
-func (c *closing) mark() error {
-	if c == nil || !c.ok {
-		return nil
+// markClean is step 5: the clean-shutdown record of each parent
+// directory, naming the logs closed without error (cleanshutdown.go). One
+// file per data directory, where a marker per log cost a file creation
+// at every shutdown and a removal with a directory fsync at every start.
+func markClean(cs []*closing) error {
+	byParent := map[string][]string{}
+	for _, c := range cs {
+		if c != nil && c.ok {
+			parent := filepath.Dir(c.l.dir)
+			byParent[parent] = append(byParent[parent], filepath.Base(c.l.dir))
+		}
 	}
-	err := os.WriteFile(filepath.Join(c.l.dir, cleanShutdownFile), nil, 0o644)
-	if err != nil {
-		c.l.setErr(err)
+	var errs []error
+	for parent, names := range byParent {
+		errs = append(errs, writeCleanShutdown(parent, names))
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 // finish closes the segment files and lets go of the log.

@@ -70,10 +70,20 @@ func TestCloseAllLeavesEachLogAsCloseDoes(t *testing.T) {
 	if err := CloseAll(together, 3); err != nil {
 		t.Fatal(err)
 	}
+	rec, err := TakeCleanShutdown(filepath.Join(root, "together"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Len() != 4 {
+		t.Fatalf("the data directory's record names %d logs, want the 4 CloseAll closed", rec.Len())
+	}
 	for i := range 5 {
 		name := string(rune('a' + i))
 		want := dirContents(t, filepath.Join(root, "alone", name))
 		got := dirContents(t, filepath.Join(root, "together", name))
+		if i != 2 { // CloseAll vouches for its logs in the data directory's record
+			delete(want, cleanShutdownFile)
+		}
 		if !slices.Equal(slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got))) {
 			t.Fatalf("log %s: files %v, Close leaves %v", name, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 		}
@@ -82,10 +92,17 @@ func TestCloseAllLeavesEachLogAsCloseDoes(t *testing.T) {
 				t.Fatalf("log %s: %s differs from what Close leaves", name, f)
 			}
 		}
-		if _, ok := got[cleanShutdownFile]; !ok {
-			t.Fatalf("log %s: no clean-shutdown marker", name)
+		if _, ok := got[cleanShutdownFile]; ok != (i == 2) {
+			t.Fatalf("log %s: a clean-shutdown marker of its own: %v", name, ok)
 		}
-		l := mustOpen(t, filepath.Join(root, "together", name), cfg)
+		dir := filepath.Join(root, "together", name)
+		l, err := rec.Open(dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Recovered() {
+			t.Fatalf("log %s was recovered, not opened as cleanly closed", name)
+		}
 		if hw, leo := l.HighWatermark(), l.LogEndOffset(); hw != leo-5 || len(readAll(t, l, true)) != 34 {
 			t.Fatalf("log %s reopened: hw %d leo %d, %d batches", name, hw, leo, len(readAll(t, l, true)))
 		}
@@ -103,10 +120,14 @@ func TestCloseAllNoMarkerAfterStickyError(t *testing.T) {
 	if err := CloseAll([]*Log{bad, good}, 2); err == nil {
 		t.Fatal("CloseAll hid the sticky error")
 	}
-	if _, err := os.Stat(filepath.Join(root, "bad", cleanShutdownFile)); !os.IsNotExist(err) {
-		t.Fatal("a failed log got a clean-shutdown marker")
+	rec, err := TakeCleanShutdown(root)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "good", cleanShutdownFile)); err != nil {
-		t.Fatal("a healthy log got no clean-shutdown marker")
+	if rec.take(filepath.Join(root, "bad")) {
+		t.Fatal("a failed log is named clean")
+	}
+	if !rec.take(filepath.Join(root, "good")) {
+		t.Fatal("a healthy log is not named clean")
 	}
 }

@@ -36,6 +36,9 @@ type Region struct {
 // serialised by mu; reads take no lock (see Read).
 type Log struct {
 	dir string
+	// recovered: Open scanned the log because it was not closed cleanly
+	// (set once, before Open returns).
+	recovered bool
 
 	// Published state for lock-free readers.
 	segs     atomic.Pointer[segList]
@@ -67,7 +70,8 @@ type Log struct {
 	mu struct {
 		sync.Mutex
 		cfg    Config
-		err    error // sticky: the first failed write or fsync
+		err    error       // sticky: the first failed write or fsync
+		onFail func(error) // told once, when err is first set (SetFailureHook)
 		closed bool
 		active *segment // == segs.last()
 
@@ -273,8 +277,13 @@ func (l *segList) with(s *segment) *segList {
 }
 
 // Open opens or creates the log in dir and recovers it if it was not shut
-// down cleanly.
-func Open(dir string, cfg Config) (*Log, error) {
+// down cleanly. A log that CloseAll closed is known clean only through its
+// data directory's record: open those through TakeCleanShutdown's Open.
+func Open(dir string, cfg Config) (*Log, error) { return open(dir, cfg, false) }
+
+// open is Open; dirClean says the data directory's clean-shutdown record
+// named the log.
+func open(dir string, cfg Config, dirClean bool) (*Log, error) {
 	cfg = cfg.normalized()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -283,12 +292,16 @@ func Open(dir string, cfg Config) (*Log, error) {
 	l.mu.cfg = cfg
 	l.deleteDelayMs.Store(cfg.FileDeleteDelayMs)
 	l.mu.lastFlushMs = time.Now().UnixMilli()
-	if err := l.load(); err != nil {
+	if err := l.load(dirClean); err != nil {
 		l.closeSegments()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	return l, nil
 }
+
+// Recovered reports whether Open had to recover the log: it was not
+// closed cleanly (or its clean close was not recorded).
+func (l *Log) Recovered() bool { return l.recovered }
 
 // Dir is the partition directory.
 func (l *Log) Dir() string { return l.dir }
@@ -503,7 +516,20 @@ func (l *Log) setErr(err error) {
 func (l *Log) setErrLocked(err error) {
 	if l.mu.err == nil && err != nil {
 		l.mu.err = fmt.Errorf("storage: %s: log failed, refusing writes: %w", l.dir, err)
+		if fn := l.mu.onFail; fn != nil {
+			go fn(l.mu.err) // off the lock: the hook may stop the broker
+		}
 	}
+}
+
+// SetFailureHook sets the function told, once, when the log fails (a write
+// or fsync error makes it refuse writes; see setErr). The owner of the
+// data dir decides what a failed log means for the process: Kafka takes
+// the log dir offline, and halts when it was the last one.
+func (l *Log) SetFailureHook(fn func(error)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.onFail = fn
 }
 
 // isNotExist is errors.Is(err, fs.ErrNotExist).

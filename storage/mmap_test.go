@@ -45,13 +45,31 @@ func TestIndexFaultReadsNoAhead(t *testing.T) {
 	}
 }
 
-// TestNewPartitionTouchesNoIndexPage: a new log's indexes are known to be
-// empty, so opening it reads none of their pages.
+// TestNewPartitionTouchesNoIndexPage: a new log creates and maps no index
+// file at all (creating thousands of partitions paid for two files and two
+// mappings each); its first append creates them, and only that append's
+// entry pages become resident.
 func TestNewPartitionTouchesNoIndexPage(t *testing.T) {
-	l := mustOpen(t, t.TempDir(), testConfig())
+	dir := t.TempDir()
+	l := mustOpen(t, dir, testConfig())
 	defer l.Close()
 	s := l.mu.active
-	if n := residentPages(t, s.ix.off.buf) + residentPages(t, s.ix.tim.buf); n != 0 {
-		t.Fatalf("a new log's indexes have %d resident pages", n)
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := os.Stat(s.path(suf)); !os.IsNotExist(err) {
+			t.Fatalf("a new log's %s file: %v, want none", suf, err)
+		}
+	}
+	if s.ix.mapped || s.ix.off.buf != nil {
+		t.Fatal("a new log's indexes are mapped")
+	}
+	appendOne(t, l, buildBatch(spec(1, 10)))
+	s.ix.RLock()
+	defer s.ix.RUnlock()
+	if !s.ix.mapped {
+		t.Fatal("the first append left the indexes unmapped")
+	}
+	const faultAround = 16 // pages: the kernel's default fault_around_bytes
+	if n := residentPages(t, s.ix.off.buf) + residentPages(t, s.ix.tim.buf); n > 2*faultAround {
+		t.Fatalf("after one append the indexes have %d resident pages", n)
 	}
 }

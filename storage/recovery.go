@@ -47,7 +47,7 @@ import (
 
 // load opens or creates the log's segments, recovers them if needed, and
 // publishes the result.
-func (l *Log) load() error {
+func (l *Log) load(dirClean bool) error {
 	var err error
 	if l.epochs, err = loadEpochCache(l.dir); err != nil {
 		return err
@@ -59,7 +59,7 @@ func (l *Log) load() error {
 		return err
 	}
 	_, statErr := os.Stat(filepath.Join(l.dir, cleanShutdownFile))
-	clean := statErr == nil
+	clean := statErr == nil || dirClean // its own marker (Close), or the data directory's record (CloseAll)
 	segs, fresh, err := l.openSegments()
 	if err != nil {
 		return err
@@ -71,11 +71,18 @@ func (l *Log) load() error {
 	last := segs[len(segs)-1]
 	var next int64
 	trusted := clean && haveRP && rp.base == last.base && rp.pos == last.size.Load()
-	if trusted {
+	if fresh {
+		// Nothing to recover, and scanning would create the empty
+		// segment's index files (activateEmpty leaves them for the
+		// first append).
+		next = last.base
+		l.flushed.rp = recoveryPoint{offset: next, base: next}
+	} else if trusted {
 		l.flushed.rp, l.flushed.diskRP = rp, rp
 		l.durableBase.Store(rp.base)
 		next, err = l.openClean(segs, rp)
 	} else {
+		l.recovered = true
 		segs, next, err = l.recoverSegments(segs, rp, haveRP)
 	}
 	if err != nil {
@@ -84,7 +91,7 @@ func (l *Log) load() error {
 	if err := l.publishLoaded(segs, next); err != nil {
 		return err
 	}
-	if !trusted { // write the transaction index entries recovery rebuilt
+	if !trusted && !fresh { // write the transaction index entries recovery rebuilt
 		if err := l.persistRecovered(l.flushed.rp.offset); err != nil {
 			return err
 		}

@@ -159,11 +159,13 @@ func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := s.mapIndexes(cfg, true); err != nil {
+	s.mtimeMs = s.createdMs
+	if tmp == "" {
+		s.activateEmpty(cfg)
+	} else if err := s.mapIndexes(cfg, true); err != nil {
 		f.Close()
 		return nil, err
 	}
-	s.mtimeMs = s.createdMs
 	if tmp != "" {
 		s.fd.f.Store(f)
 		s.fd.pinned = true
@@ -253,6 +255,21 @@ func (s *segment) activateKnown(cfg Config) {
 	s.ix.timCap = max(cfg.timeIndexCap(), roundUp(timSize, timeEntrySize))
 	s.ix.off.truncate(offSize / offsetEntrySize)
 	s.ix.tim.truncate(timSize / timeEntrySize)
+	s.ix.active, s.ix.exact = true, true
+}
+
+// activateEmpty makes a new segment the active one without creating its
+// index files: like Kafka's lazily created indexes, they come into being
+// (preallocated, mapped) with the first append or search, so a partition
+// that is created and never written costs one file, not three. Until then
+// the segment is exact with no entries, so sealing or closing it touches
+// no index file either.
+func (s *segment) activateEmpty(cfg Config) {
+	s.ix.Lock()
+	defer s.ix.Unlock()
+	s.ix.offCap, s.ix.timCap = cfg.offsetIndexCap(), cfg.timeIndexCap()
+	s.ix.off.truncate(0)
+	s.ix.tim.truncate(0)
 	s.ix.active, s.ix.exact = true, true
 }
 

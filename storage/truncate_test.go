@@ -294,7 +294,9 @@ func TestTruncateFullyAndStartAt(t *testing.T) {
 			if snaps, _ := listSnapshots(dir); len(snaps) != 0 {
 				t.Fatalf("snapshots left: %v", snaps)
 			}
-			if names := slices.Sorted(mapKeys(segmentFiles(t, dir))); len(names) != 3 || names[0] != segmentName(offset, indexSuffix) {
+			// One empty segment at the new start; its index files come
+			// with its first append (activateEmpty).
+			if names := slices.Sorted(mapKeys(segmentFiles(t, dir))); len(names) != 1 || names[0] != segmentName(offset, logSuffix) {
 				t.Fatalf("files %v", names)
 			}
 			crash(l)
@@ -484,6 +486,18 @@ func TestTruncateConcurrentReads(t *testing.T) {
 				return
 			}
 			for b := buf[:n]; len(b) >= record.HeaderLen && int64(len(b)) >= record.Size(b); b = b[record.Size(b):] {
+				if record.Size(b) < record.HeaderLen {
+					// Bytes that are no batch header. Above the HW the
+					// region may have been cut and rewritten after Read
+					// returned it (a follower's fetch sent from the file
+					// later sees the same and fails its CRC check, as in
+					// Kafka); below it, never.
+					if uncommitted {
+						break
+					}
+					t.Errorf("committed region holds no batch header at %d (length field %d)", r.Pos, record.Size(b)-12)
+					return
+				}
 				batch := b[:record.Size(b)]
 				if bytes.Equal(batch, leaderAt[record.BaseOffset(batch)]) || (uncommitted && diverge(batch)) {
 					continue

@@ -25,6 +25,9 @@ type cluster struct {
 	extra     []string
 	tmpfsMB   int
 	nodes     []*node
+	// lastID is the highest node id handed out; a removed broker's id is
+	// not reused.
+	lastID int32
 }
 
 // brokerConfig is every node's tuning: Kafka's durability settings, short
@@ -77,8 +80,9 @@ func startCluster(bin, work string, n int, netBackend string, tmpfsMB int) (*clu
 // addBroker starts a broker-only node (the membership fault) in a new
 // namespace, reaching the quorum through its bootstrap servers.
 func (c *cluster) addBroker() (*node, error) {
-	id := int32(len(c.nodes) + 1)
-	nd := &node{id: id, dir: filepath.Join(c.work, fmt.Sprintf("node%d", id))}
+	c.lastID = max(c.lastID, int32(len(c.nodes))) + 1
+	id := c.lastID
+	nd := &node{id: id, brokerOnly: true, dir: filepath.Join(c.work, fmt.Sprintf("node%d", id))}
 	var boot []string
 	for _, v := range c.nodes {
 		boot = append(boot, v.controllerAddr())
@@ -91,6 +95,22 @@ func (c *cluster) addBroker() (*node, error) {
 	}
 	c.nodes = append(c.nodes, nd)
 	return nd, nd.start(c.bin)
+}
+
+// brokerOnly is a running broker-only node (one add-broker started), or
+// nil.
+func (c *cluster) brokerOnly() *node {
+	for _, nd := range c.nodes {
+		if nd.brokerOnly && nd.running() {
+			return nd
+		}
+	}
+	return nil
+}
+
+// forget drops nd from the cluster's nodes (remove-broker retired it).
+func (c *cluster) forget(nd *node) {
+	c.nodes = slices.DeleteFunc(c.nodes, func(x *node) bool { return x == nd })
 }
 
 func (c *cluster) ids() []int32 {

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The faults a run draws from. Each injects, holds, heals; the runner
@@ -31,8 +33,11 @@ var allFaults = []string{
 	// its successor expires the members and they rejoin there
 	"isolate-coordinator",
 	"disk-full",  // fill the tmpfs data dir of one node, then free it
-	"add-broker", // start one more (broker-only) node; once per run
+	"add-broker", // start one more (broker-only) node, when none runs
 	"reassign",   // move one replica of a partition onto a broker without one (a new broker first if none)
+	// move every replica off the broker-only node, stop it and unregister
+	// it, when one runs
+	"remove-broker",
 }
 
 // sessionTimeout is broker.session.timeout.ms of brokerConfig;
@@ -60,14 +65,16 @@ type fault struct {
 
 // injector runs faults against a cluster.
 type injector struct {
-	c       *cluster
-	rng     *rand.Rand
-	topic   string
-	parts   int
-	group   string // the workload's consumer group
-	added   bool   // add-broker ran
-	maxNode int    // add-broker's bound on the number of nodes
-	logf    func(format string, args ...any)
+	c     *cluster
+	rng   *rand.Rand
+	topic string
+	parts int
+	group string // the workload's consumer group
+	// copyTopic is the transactional copiers' output ("" without them).
+	copyTopic string
+	added     bool // a broker-only node runs (add-broker or reassign started it)
+	maxNode   int  // add-broker's bound on the number of nodes
+	logf      func(format string, args ...any)
 }
 
 // inject runs one fault of kind and returns its heal function.
@@ -107,6 +114,8 @@ func (in *injector) inject(f *fault) (heal func() error, hold time.Duration, err
 		return in.diskFull(f)
 	case "reassign":
 		return nil, 0, in.reassign(f)
+	case "remove-broker":
+		return nil, 0, in.removeBroker(f)
 	case "add-broker":
 		nd, err := in.c.addBroker()
 		if err != nil {
@@ -214,26 +223,13 @@ func (in *injector) reassign(f *fault) error {
 	target[out] = spare[in.rng.IntN(len(spare))]
 	f.partition = p
 	f.detail = fmt.Sprintf("%s-%d %v → %v", in.topic, p, replicas, target)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	var req kadm.AlterPartitionAssignmentsReq
 	req.Assign(in.topic, p, target)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	f.start = time.Now()
-	resp, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, req)
-	if err != nil {
+	if err := in.alter(req); err != nil {
 		return err
 	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			return fmt.Errorf("reassign %s-%d: %v %s", r.Topic, r.Partition, r.Err, r.ErrMessage)
-		}
-	}
-	err = in.c.waitFor(120*time.Second, "the reassignment", func() bool {
+	err := in.c.waitFor(120*time.Second, "the reassignment", func() bool {
 		got := in.c.replicasOf(in.topic, p)
 		slices.Sort(got)
 		want := slices.Clone(target)
@@ -329,10 +325,11 @@ func (in *injector) coordinator(f *fault) []int32 {
 }
 
 // diskFull fills the tmpfs node's data dir for 4–6 s; the heal frees it.
-// A log that met ENOSPC refuses writes until the process restarts (the
-// storage error sticks so nothing is appended past a hole), so a node
-// that logged such a failure is restarted, as Kafka's broker halts when
-// its log dir fails and its supervisor starts it again.
+// A log that meets ENOSPC refuses writes (nothing may be appended past a
+// hole), and a cluster broker with a failed log stops through its
+// controlled shutdown, as Kafka's broker halts when its last log dir goes
+// offline, so its leaders move at once. The heal starts it again, as its
+// supervisor would, once the disk has room.
 func (in *injector) diskFull(f *fault) (func() error, time.Duration, error) {
 	var nd *node
 	for _, n := range in.c.nodes {
@@ -343,7 +340,6 @@ func (in *injector) diskFull(f *fault) (func() error, time.Duration, error) {
 	if nd == nil {
 		return nil, 0, errors.New("no tmpfs node (--tmpfs-mb 0)")
 	}
-	logStart := nd.logSize()
 	path, err := nd.fillDisk()
 	f.start = time.Now() // the disk is full from here
 	f.detail = fmt.Sprintf("node %d", nd.id)
@@ -351,9 +347,8 @@ func (in *injector) diskFull(f *fault) (func() error, time.Duration, error) {
 		if err := os.Remove(path); err != nil {
 			return err
 		}
-		if strings.Contains(nd.logSince(logStart), "log failed, refusing writes") {
-			f.note = "logs failed on ENOSPC and stay failed: node restarted"
-			nd.kill()
+		if !nd.running() {
+			f.note = "a log failed on ENOSPC and the node stopped itself; restarted"
 			return nd.start(in.c.bin)
 		}
 		return nil
@@ -365,16 +360,135 @@ func (in *injector) diskFull(f *fault) (func() error, time.Duration, error) {
 	return heal, time.Duration(4000+in.rng.IntN(2000)) * time.Millisecond, nil
 }
 
-func (in *injector) topics() []string { return []string{in.topic, "__consumer_offsets"} }
+// removeBroker retires the broker-only node as an operator shrinking a
+// cluster does: every replica on it moves to a voter without one
+// (kafka-reassign-partitions), then it stops (controlled shutdown) and is
+// unregistered (kafka-cluster unregister). The workload runs throughout.
+func (in *injector) removeBroker(f *fault) error {
+	nd := in.c.brokerOnly()
+	if nd == nil {
+		return errors.New("no broker-only node to remove")
+	}
+	f.detail = fmt.Sprintf("node %d", nd.id)
+	f.start = time.Now()
+	var req kadm.AlterPartitionAssignmentsReq
+	moved := 0
+	for topic, n := range in.counts() {
+		for p := range int32(n) {
+			rs := in.c.replicasOf(topic, p)
+			i := slices.Index(rs, nd.id)
+			if i < 0 {
+				continue
+			}
+			target := slices.Clone(rs)
+			for _, o := range in.c.nodes {
+				if o != nd && !slices.Contains(rs, o.id) {
+					target[i] = o.id
+					break
+				}
+			}
+			if target[i] == nd.id {
+				return fmt.Errorf("no node to take %s-%d %v", topic, p, rs)
+			}
+			req.Assign(topic, p, target)
+			moved++
+		}
+	}
+	if moved > 0 {
+		if err := in.alter(req); err != nil {
+			return err
+		}
+		err := in.c.waitFor(120*time.Second, "every replica off the broker", func() bool {
+			for topic, n := range in.counts() {
+				for p := range int32(n) {
+					if slices.Contains(in.c.replicasOf(topic, p), nd.id) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := nd.stop(30 * time.Second); err != nil {
+		return err
+	}
+	in.c.forget(nd)
+	in.added = false
+	if err := in.unregister(nd.id); err != nil {
+		return err
+	}
+	f.note = fmt.Sprintf("%d replicas moved off; removed in %v", moved, time.Since(f.start).Round(10*time.Millisecond))
+	return in.c.waitFor(30*time.Second, "the broker gone from Metadata", func() bool { return in.c.brokersUp(len(in.c.nodes)) })
+}
+
+// alter sends a reassignment and fails on any refusal.
+func (in *injector) alter(req kadm.AlterPartitionAssignmentsReq) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			return fmt.Errorf("reassign %s-%d: %v %s", r.Topic, r.Partition, r.Err, r.ErrMessage)
+		}
+	}
+	return nil
+}
+
+// unregister removes a stopped broker's registration through a running
+// node (which forwards it to the controller).
+func (in *injector) unregister(id int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrUnregisterBrokerRequest()
+	req.BrokerID = id
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("unregister broker %d: %w", id, err)
+	}
+	if resp.ErrorCode != 0 {
+		return fmt.Errorf("unregister broker %d: %v", id, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	return nil
+}
+
+// topics are those whose ISRs a heal waits for: the workload's, the
+// copy topic when copiers run, and __consumer_offsets.
+func (in *injector) topics() []string {
+	out := []string{in.topic, "__consumer_offsets"}
+	if in.copyTopic != "" {
+		out = append(out, in.copyTopic)
+	}
+	return out
+}
 
 func (in *injector) counts() map[string]int {
-	return map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
+	out := map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
+	if in.copyTopic != "" {
+		out[in.copyTopic] = in.parts
+	}
+	return out
 }
 
 // schedule picks the next fault kind: random from the seed, or the enabled
-// kinds in turn.
+// kinds in turn, skipping a membership change the cluster cannot take now.
 func (in *injector) next(kinds []string, fixed bool, i int) string {
-	for {
+	for range 100 * len(kinds) {
 		var k string
 		if fixed {
 			k = kinds[i%len(kinds)]
@@ -382,11 +496,21 @@ func (in *injector) next(kinds []string, fixed bool, i int) string {
 		} else {
 			k = kinds[in.rng.IntN(len(kinds))]
 		}
-		if k != "add-broker" || (!in.added && len(in.c.nodes) < in.maxNode) {
+		if in.allowed(k) {
 			return k
 		}
-		if len(kinds) == 1 {
-			return "kill-follower"
-		}
 	}
+	return "kill-follower"
+}
+
+// allowed: add-broker while no broker-only node runs and there is room,
+// remove-broker while one does.
+func (in *injector) allowed(kind string) bool {
+	switch kind {
+	case "add-broker":
+		return !in.added && len(in.c.nodes) < in.maxNode
+	case "remove-broker":
+		return in.added
+	}
+	return true
 }

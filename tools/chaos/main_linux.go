@@ -41,6 +41,7 @@ import (
 type options struct {
 	nodes, partitions      int
 	producers, consumers   int
+	copiers                int
 	rate                   int
 	duration               time.Duration
 	maxFaults              int
@@ -59,6 +60,7 @@ func parseFlags() options {
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the workload topic (RF 3)")
 	flag.IntVar(&o.producers, "producers", 2, "idempotent acks=all producers")
 	flag.IntVar(&o.consumers, "consumers", 2, "consumers in one group")
+	flag.IntVar(&o.copiers, "copiers", 0, "transactional copiers of the topic (read-process-write in one group)")
 	flag.IntVar(&o.rate, "rate", 200, "records per second per producer")
 	flag.DurationVar(&o.duration, "duration", 3*time.Minute, "how long faults are injected")
 	flag.IntVar(&o.maxFaults, "max-faults", 0, "stop after this many faults (0: duration only)")
@@ -191,6 +193,7 @@ type result struct {
 	failed, polled int
 	anomalies      check.Anomalies
 	unhealed       int
+	copiers        string // the copiers' summary ("" without them)
 }
 
 const topic = "chaos"
@@ -210,10 +213,23 @@ func (r *runner) mainPhase() (*result, error) {
 	if err := c.waitFor(60*time.Second, "a full ISR", func() bool { return c.healed([]string{topic}, in.counts()) }); err != nil {
 		return nil, err
 	}
+	var cp *copiers
+	if r.o.copiers > 0 {
+		in.copyTopic = topic + "-copy"
+		if err := createTopic(c.seeds(), in.copyTopic, r.o.partitions); err != nil {
+			return nil, err
+		}
+	}
 	h := check.NewHistory()
 	w, err := startWorkload(c.seeds(), h, topic, r.o.partitions, r.o.producers, r.o.consumers, r.o.rate, true)
 	if err != nil {
 		return nil, err
+	}
+	if r.o.copiers > 0 {
+		if cp, err = startCopiers(c.seeds(), topic, in.copyTopic, r.o.copiers); err != nil {
+			w.stop(0)
+			return nil, err
+		}
 	}
 	time.Sleep(3 * time.Second)
 	res := &result{}
@@ -239,10 +255,30 @@ func (r *runner) mainPhase() (*result, error) {
 	res.sent, res.acked, res.failed = h.Counts()
 	res.polled = h.PollCount()
 	res.anomalies, err = r.checkTopic(h, topic, r.o.partitions, topic+"-group")
+	if err == nil && cp != nil {
+		cp.stop()
+		err = r.checkCopy(cp, res.anomalies)
+		res.copiers = cp.summary()
+	}
 	if err == nil && res.anomalies.Total() > 0 {
 		r.dumpHistory(h, "history.txt")
 	}
 	return res, err
+}
+
+// checkCopy holds the copiers' output to exactly once, adding what it
+// finds to an.
+func (r *runner) checkCopy(cp *copiers, an check.Anomalies) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	got, err := cp.check(ctx, r.c.seeds(), r.o.partitions)
+	if err != nil {
+		return err
+	}
+	for k, s := range got {
+		an.Add(k, s...)
+	}
+	return nil
 }
 
 // runFault injects f, holds, heals and measures.

@@ -23,6 +23,9 @@ type node struct {
 	// tmpfs: the data dir is a size-bounded tmpfs (the full-disk fault's
 	// target).
 	tmpfs bool
+	// brokerOnly: started by add-broker (process.roles=broker); the only
+	// kind remove-broker retires, as voters are fixed.
+	brokerOnly bool
 
 	mu struct {
 		sync.Mutex
@@ -187,27 +190,6 @@ func (n *node) fillDisk() (string, error) {
 			return path, err
 		}
 	}
-}
-
-// logSize is the node's log file size now.
-func (n *node) logSize() int64 {
-	st, err := os.Stat(n.logPath)
-	if err != nil {
-		return 0
-	}
-	return st.Size()
-}
-
-// logSince returns the node's log from byte offset off.
-func (n *node) logSince(off int64) string {
-	f, err := os.Open(n.logPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	f.Seek(off, io.SeekStart)
-	b, _ := io.ReadAll(f)
-	return string(b)
 }
 
 // tail returns the last n bytes of the node's log.

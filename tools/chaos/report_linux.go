@@ -97,6 +97,9 @@ func (r *runner) printReport(res *result, a1 *acks1Result) {
 	p("| acknowledged | %d |", res.acked)
 	p("| failed (indeterminate) | %d |", res.failed)
 	p("| polled by the group | %d |", res.polled)
+	if res.copiers != "" {
+		p("| transactional copiers | %s |", res.copiers)
+	}
 	for _, k := range check.Kinds {
 		p("| anomaly: %s | %d |", k, len(res.anomalies[k]))
 	}

@@ -144,3 +144,39 @@ func TestFirstAck(t *testing.T) {
 		t.Error("partition 0: no acknowledgement found")
 	}
 }
+
+// TestCheckCopy: a copy equal to the source below the committed offset is
+// clean; a missing, an extra and a different value are each named.
+func TestCheckCopy(t *testing.T) {
+	src := map[int32]*Log{0: {HW: 5, Offsets: []int64{0, 1, 2, 3, 4}, Values: []int{10, 11, 12, 13, 14}}}
+	// Copy offsets skip the commit markers.
+	copyOf := func(vs ...int) map[int32]*Log {
+		l := &Log{}
+		for i, v := range vs {
+			l.Offsets, l.Values = append(l.Offsets, int64(2*i)), append(l.Values, v)
+		}
+		return map[int32]*Log{0: l}
+	}
+	for _, tc := range []struct {
+		name string
+		dst  map[int32]*Log
+		want Kind
+	}{
+		{"exact", copyOf(10, 11, 12), ""},
+		{"lost", copyOf(10, 11), Lost},
+		{"duplicate", copyOf(10, 11, 12, 12), Duplicate},
+		{"aborted visible", copyOf(10, 11, 12, 13), Duplicate},
+		{"foreign", copyOf(10, 12, 11), Foreign},
+	} {
+		an := CheckCopy(src, tc.dst, map[int32]int64{0: 3})
+		if tc.want == "" {
+			if an.Total() != 0 {
+				t.Errorf("%s: %v", tc.name, an)
+			}
+			continue
+		}
+		if len(an[tc.want]) != 1 || an.Total() != 1 {
+			t.Errorf("%s: %v, want one %s", tc.name, an, tc.want)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/tools/chaos/check"
+)
+
+// copiers is the transactional read-process-write workload: members of one
+// group consume the workload's topic and write each value to the same
+// partition of the copy topic, in transactions that also commit the
+// group's offsets (franz-go's GroupTransactSession: KIP-447 fencing by
+// group generation, an abort when a rebalance or error cuts a transaction
+// short). check.CheckCopy then holds the copy to exactly once.
+type copiers struct {
+	src, dst, group string
+	cancel          context.CancelFunc
+	wg              sync.WaitGroup
+	// committed and aborted count ended transactions; errors, failed
+	// Begin/End calls (a fenced or timed-out transaction, retried).
+	committed, aborted, errors atomic.Int64
+	lastErr                    atomic.Value // string
+	// copied is how many values the check found in the copy.
+	copied int
+}
+
+// startCopiers starts n copiers from src to dst.
+func startCopiers(seeds []string, src, dst string, n int) (*copiers, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel}
+	for i := range n {
+		s, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(seeds...),
+			kgo.TransactionalID(fmt.Sprintf("%s-copier-%d", src, i)),
+			kgo.TransactionTimeout(20*time.Second),
+			kgo.ConsumerGroup(cp.group), kgo.ConsumeTopics(src),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.SessionTimeout(groupSessionTimeout), kgo.FetchMaxWait(500*time.Millisecond),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.MetadataMinAge(200*time.Millisecond), kgo.RecordDeliveryTimeout(60*time.Second),
+		)
+		if err != nil {
+			cp.stop()
+			return nil, err
+		}
+		cp.wg.Add(1)
+		go func() { defer cp.wg.Done(); cp.run(ctx, s) }()
+	}
+	return cp, nil
+}
+
+// run copies until ctx ends, one transaction per poll.
+func (cp *copiers) run(ctx context.Context, s *kgo.GroupTransactSession) {
+	defer s.Close()
+	for ctx.Err() == nil {
+		fs := s.PollRecords(ctx, 500)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return
+		}
+		if fs.Empty() {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			cp.fail(err)
+			continue
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			s.Produce(ctx, &kgo.Record{Topic: cp.dst, Partition: r.Partition, Value: r.Value}, nil)
+		})
+		// Not ctx: a transaction begun is ended, committed or aborted,
+		// even when the run stops meanwhile.
+		ectx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		committed, err := s.End(ectx, kgo.TryCommit)
+		cancel()
+		switch {
+		case err != nil:
+			cp.fail(err)
+		case committed:
+			cp.committed.Add(1)
+		default:
+			cp.aborted.Add(1)
+		}
+	}
+}
+
+func (cp *copiers) fail(err error) {
+	cp.errors.Add(1)
+	cp.lastErr.Store(err.Error())
+}
+
+// stop ends every copier; each aborts what it has open as it closes.
+func (cp *copiers) stop() {
+	cp.cancel()
+	cp.wg.Wait()
+}
+
+// check reads the source and the copy at read_committed and the copier
+// group's committed offsets, and holds the copy to exactly once.
+func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.Anomalies, error) {
+	src, err := check.ReadCommitted(ctx, seeds, cp.src, parts)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := check.ReadCommitted(ctx, seeds, cp.dst, parts)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := committedOffsets(ctx, seeds, cp.group, cp.src)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range dst {
+		cp.copied += len(l.Values)
+	}
+	return check.CheckCopy(src, dst, committed), nil
+}
+
+// summary is the copiers' line in the report.
+func (cp *copiers) summary() string {
+	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", cp.committed.Load(), cp.aborted.Load(), cp.errors.Load(), cp.copied)
+	if e, ok := cp.lastErr.Load().(string); ok {
+		s += " (last: " + e + ")"
+	}
+	return s
+}
