@@ -141,6 +141,13 @@ func matrix() []scenario {
 			timeout:   3 * time.Minute,
 			caps:      []string{"produce fixture", "deep-iteration", "index", "timeindex", "index-sanity-check"},
 		},
+		{
+			id: "kafka-streams", client: "Kafka Streams (kafka-streams)", version: "4.4.0",
+			table: tableTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.StreamsScenario"),
+			timeout: 4 * time.Minute,
+			caps:    []string{"eos-v2 word count"},
+		},
 	}
 }
 
