@@ -21,8 +21,13 @@ import (
 	"github.com/sluice-broker/sluice/record"
 )
 
-// verifiedTxns is the leader's memory of verified transactions.
-type verifiedTxns struct{ m sync.Map } // verifiedKey → verifiedAt
+// verifiedTxns is the leader's memory of verified transactions. A typed
+// map under a read lock: the check on every transactional batch allocates
+// nothing (a sync.Map would box its key).
+type verifiedTxns struct {
+	mu sync.RWMutex
+	m  map[verifiedKey]verifiedAt
+}
 
 type verifiedKey struct {
 	p   *Partition
@@ -35,16 +40,28 @@ type verifiedAt struct {
 }
 
 func (v *verifiedTxns) ok(p *Partition, pid int64, epoch int16) bool {
-	at, found := v.m.Load(verifiedKey{p, pid})
-	return found && at.(verifiedAt) == verifiedAt{epoch, p.LeaderEpoch()}
+	v.mu.RLock()
+	at, found := v.m[verifiedKey{p, pid}]
+	v.mu.RUnlock()
+	return found && at == verifiedAt{epoch, p.LeaderEpoch()}
 }
 
 func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
-	v.m.Store(verifiedKey{p, pid}, verifiedAt{epoch, p.LeaderEpoch()})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[verifiedKey]verifiedAt{}
+	}
+	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch()}
 }
 
-// forget drops a pair once its marker is written.
-func (v *verifiedTxns) forget(p *Partition, pid int64) { v.m.Delete(verifiedKey{p, pid}) }
+// forget drops a pair once its marker is written: the entries live only
+// as long as a transaction.
+func (v *verifiedTxns) forget(p *Partition, pid int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, verifiedKey{p, pid})
+}
 
 // verifyTxnProduce is the produce path's check of a transactional batch
 // (00_produce.go calls it once the batch is parsed). Errors are as Kafka
