@@ -49,6 +49,10 @@ type Config struct {
 	// Compressible fills values with repeated text instead of random bytes.
 	Compressible bool `json:"compressible"`
 	Mode         Mode `json:"mode"`
+	// TxnRecords, when > 0, makes each producer transactional: it commits
+	// a transaction every TxnRecords records (acks=all, idempotent) and
+	// the result carries the commit latency.
+	TxnRecords int `json:"txn_records,omitempty"`
 	// KeepTopic skips creating the topic (it must exist).
 	KeepTopic bool `json:"keep_topic"`
 	// Progress is how often the live line is printed; 0 disables it.
@@ -106,6 +110,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&c.KeepTopic, "keep-topic", c.KeepTopic, "use the existing topic instead of creating it")
+	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "transactional producers committing every N records (0 = not transactional)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
 }
 
@@ -134,6 +139,12 @@ func (c *Config) Validate() error {
 		return errors.New("need --duration or --records")
 	case c.BatchBytes < c.RecordSize+128:
 		return errors.New("--batch-bytes must hold at least one record")
+	case c.TxnRecords < 0:
+		return errors.New("--txn-records must not be negative")
+	case c.TxnRecords > 0 && c.Acks != "all" && c.Acks != "-1":
+		return errors.New("--txn-records needs --acks all (transactions are idempotent)")
+	case c.TxnRecords > 0 && c.Mode != ModeProduceConsume:
+		return errors.New("--txn-records runs in the produce-consume mode")
 	}
 	if _, err := c.acks(); err != nil {
 		return err

@@ -21,8 +21,11 @@ type Result struct {
 	Consume        Throughput     `json:"consume"`
 	ProduceLatency LatencySummary `json:"produce_ack_latency"`
 	EndToEnd       LatencySummary `json:"end_to_end_latency"`
-	ProduceErrors  int64          `json:"produce_errors"`
-	FirstError     string         `json:"first_error,omitempty"`
+	// CommitLatency is EndTransaction(commit) of transactional producers
+	// (Config.TxnRecords), from the call to its return.
+	CommitLatency LatencySummary `json:"commit_latency,omitempty"`
+	ProduceErrors int64          `json:"produce_errors"`
+	FirstError    string         `json:"first_error,omitempty"`
 	// ZeroCopy is filled by --zcprobe.
 	ZeroCopy *ZeroCopyReport `json:"zero_copy,omitempty"`
 }
@@ -71,6 +74,7 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
+	printLat("commit", r.CommitLatency)
 	if z := r.ZeroCopy; z != nil {
 		fmt.Fprintf(w, "  zero-copy: %.4f of %d bytes sent to sockets by pid %d (%d zero-copy, %d copied; %s)\n",
 			z.Fraction, z.ZeroCopyBytes+z.CopiedBytes, z.Pid, z.ZeroCopyBytes, z.CopiedBytes, z.Counts.Method)

@@ -103,6 +103,7 @@ func Workloads(o Options) []Workload {
 		return c
 	}
 	all := o.Brokers
+	txnMetrics := []string{"produce_mbps", "commit_p50", "commit_p99", "cpu_s", "client_cpu_s", "rss_mb"}
 	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
@@ -146,6 +147,22 @@ func Workloads(o Options) []Workload {
 				}),
 				Brokers: all,
 				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "rss_mb"},
+			},
+			Workload{
+				Name:  "txn-100",
+				Title: "Transactional produce, 1 producer, 100 records of 1 KiB per transaction, 4 partitions",
+				Config: with(func(c *bench.Config) {
+					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, 100
+				}),
+				Brokers: all, Metrics: txnMetrics,
+			},
+			Workload{
+				Name:  "txn-1000",
+				Title: "Transactional produce, 1 producer, 1,000 records of 1 KiB per transaction, 4 partitions",
+				Config: with(func(c *bench.Config) {
+					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, 1000
+				}),
+				Brokers: all, Metrics: txnMetrics,
 			},
 			Workload{
 				Name:  "many-producers",
@@ -530,8 +547,9 @@ func latencyMetric(label, short string, pick func(*bench.Result) bench.LatencySu
 	}}
 }
 
-func ack(r *bench.Result) bench.LatencySummary { return r.ProduceLatency }
-func e2e(r *bench.Result) bench.LatencySummary { return r.EndToEnd }
+func ack(r *bench.Result) bench.LatencySummary    { return r.ProduceLatency }
+func e2e(r *bench.Result) bench.LatencySummary    { return r.EndToEnd }
+func commit(r *bench.Result) bench.LatencySummary { return r.CommitLatency }
 
 var metricDefs = map[string]metricDef{
 	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
@@ -552,12 +570,14 @@ var metricDefs = map[string]metricDef{
 		}
 		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
 	}},
-	"ack_p50":  latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
-	"ack_p99":  latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
-	"ack_p999": latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
-	"e2e_p50":  latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
-	"e2e_p99":  latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
-	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	"ack_p50":    latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
+	"ack_p99":    latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
+	"ack_p999":   latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
+	"e2e_p50":    latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
+	"e2e_p99":    latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
+	"e2e_p999":   latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	"commit_p50": latencyMetric("commit p50 ms", "commit p50", commit, "p50"),
+	"commit_p99": latencyMetric("commit p99 ms", "commit p99", commit, "p99"),
 	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
 	}},
