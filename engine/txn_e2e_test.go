@@ -87,11 +87,14 @@ func sorted(s []string) []string {
 	return s
 }
 
-func TestTransactionsCommitAndAbort(t *testing.T) {
+// eachTxnVersion runs test under transaction.version 1 and 2.
+func eachTxnVersion(t *testing.T, test func(*testing.T, int32)) {
 	for _, v := range []int32{1, 2} {
-		t.Run(fmt.Sprintf("transaction.version=%d", v), func(t *testing.T) { testCommitAndAbort(t, v) })
+		t.Run(fmt.Sprintf("transaction.version=%d", v), func(t *testing.T) { test(t, v) })
 	}
 }
+
+func TestTransactionsCommitAndAbort(t *testing.T) { eachTxnVersion(t, testCommitAndAbort) }
 
 func testCommitAndAbort(t *testing.T, version int32) {
 	tb := txnBrokerVersion(t, version)
@@ -214,11 +217,7 @@ func produceTxnRaw(rc *rawConn, id, topic string, batch []byte) kmsg.ProduceResp
 // offsets, with a second session joining half way (a rebalance). Every
 // input record is in "out" exactly once for read_committed readers, and
 // the group's committed offsets cover the input.
-func TestGroupTransactSession(t *testing.T) {
-	for _, v := range []int32{1, 2} {
-		t.Run(fmt.Sprintf("transaction.version=%d", v), func(t *testing.T) { testGroupTransactSession(t, v) })
-	}
-}
+func TestGroupTransactSession(t *testing.T) { eachTxnVersion(t, testGroupTransactSession) }
 
 func testGroupTransactSession(t *testing.T, version int32) {
 	tb := txnBrokerVersion(t, version)

@@ -149,22 +149,6 @@ func Workloads(o Options) []Workload {
 				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 			Workload{
-				Name:  "txn-100",
-				Title: "Transactional produce, 1 producer, 100 records of 1 KiB per transaction, 4 partitions",
-				Config: with(func(c *bench.Config) {
-					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, 100
-				}),
-				Brokers: all, Metrics: txnMetrics,
-			},
-			Workload{
-				Name:  "txn-1000",
-				Title: "Transactional produce, 1 producer, 1,000 records of 1 KiB per transaction, 4 partitions",
-				Config: with(func(c *bench.Config) {
-					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, 1000
-				}),
-				Brokers: all, Metrics: txnMetrics,
-			},
-			Workload{
 				Name:  "many-producers",
 				Title: "100 producer clients at 50 records/s each, 1 consumer, 4 partitions, acks=all",
 				Config: with(func(c *bench.Config) {
@@ -174,6 +158,16 @@ func Workloads(o Options) []Workload {
 				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 		)
+		for _, n := range []int{100, 1000} {
+			ws = append(ws, Workload{
+				Name:  fmt.Sprintf("txn-%d", n),
+				Title: fmt.Sprintf("Transactional produce, 1 producer, %d records of 1 KiB per transaction, 4 partitions", n),
+				Config: with(func(c *bench.Config) {
+					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, n
+				}),
+				Brokers: all, Metrics: txnMetrics,
+			})
+		}
 	case SuiteKfake:
 		ws = []Workload{
 			{
