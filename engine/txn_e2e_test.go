@@ -312,13 +312,73 @@ func testGroupTransactSession(t *testing.T, version int32) {
 			t.Errorf("record %d copied %d times", i, c)
 		}
 	}
-	offs, err := kadm.NewClient(src).FetchOffsets(context.Background(), "copier")
-	if err != nil {
-		t.Fatal(err)
+	committedSum := func() int64 {
+		adm := kadm.NewClient(tb.Client(t))
+		offs, err := adm.FetchOffsets(context.Background(), "copier")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := int64(0)
+		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum
 	}
-	sum := int64(0)
-	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	if sum != n {
+	if sum := committedSum(); sum != n {
 		t.Fatalf("committed offsets sum to %d, want %d", sum, n)
+	}
+	// A restart replays __consumer_offsets: the transactional commits count
+	// from their markers.
+	tb.Restart(t)
+	if sum := committedSum(); sum != n {
+		t.Fatalf("after a restart the committed offsets sum to %d, want %d", sum, n)
+	}
+}
+
+// TestTxnOffsetsOpenAcrossRestart: offsets committed in a transaction
+// that is still open when the broker restarts come back pending (not
+// visible), and become the group's when the transaction then commits.
+func TestTxnOffsetsOpenAcrossRestart(t *testing.T) {
+	tb := txnBroker(t)
+	makeTopic(t, tb, "src", 1, nil)
+	rc := dialRaw(t, tb.Addr)
+	id, group := "tx-open-offsets", "g-open"
+	init := initTxnProducer(t, rc, id)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, init.ProducerID, init.ProducerEpoch, group
+	if r := do[*kmsg.AddOffsetsToTxnResponse](rc, add, 3); r.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = id, group, init.ProducerID, init.ProducerEpoch
+	commit.Generation = -1
+	commit.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: "src", Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 42, LeaderEpoch: -1}}}}
+	if r := do[*kmsg.TxnOffsetCommitResponse](rc, commit, 3); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	committed := func() int64 {
+		offs, err := kadm.NewClient(tb.Client(t)).FetchOffsets(context.Background(), group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := offs.Lookup("src", 0)
+		if !ok {
+			return -1
+		}
+		return o.At
+	}
+	if at := committed(); at != -1 {
+		t.Fatalf("an open transaction's offset is visible: %d", at)
+	}
+	tb.Restart(t)
+	if at := committed(); at != -1 {
+		t.Fatalf("after a restart an open transaction's offset is visible: %d", at)
+	}
+	rc = dialRaw(t, tb.Addr)
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, init.ProducerID, init.ProducerEpoch, true
+	if r := do[*kmsg.EndTxnResponse](rc, end, 3); r.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if at := committed(); at != 42 {
+		t.Fatalf("after the commit the group's offset is %d, want 42", at)
 	}
 }
