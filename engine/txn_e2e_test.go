@@ -382,3 +382,44 @@ func TestTxnOffsetsOpenAcrossRestart(t *testing.T) {
 		t.Fatalf("after the commit the group's offset is %d, want 42", at)
 	}
 }
+
+// TestAbortHangingTransaction is what kafka-transactions abort does to a
+// hanging transaction (one its coordinator does not know, which holds the
+// last stable offset): a WriteTxnMarkers abort sent straight to the
+// partition's leader with the producer's id, epoch and coordinator epoch
+// (from DescribeProducers). The last stable offset then moves past it.
+func TestAbortHangingTransaction(t *testing.T) {
+	tb := txnBroker(t)
+	p := makeTopic(t, tb, "hanging", 1, nil).Partition(0)
+	// Only a partition written around the coordinator can hang: produce
+	// verifies with it (KIP-890).
+	if _, err := engine.AppendBatchForTest(p, txnBatch(t, 4242, 3, 0, "stuck")); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, tb.Addr)
+	lso := func() int64 {
+		req := listOffsetsReq("hanging", -1, -1)
+		req.IsolationLevel = 1 // read_committed
+		return do[*kmsg.ListOffsetsResponse](rc, req, 7).Topics[0].Partitions[0].Offset
+	}
+	if got := lso(); got != 0 {
+		t.Fatalf("last stable offset %d with the transaction open, want 0", got)
+	}
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed = 4242, 3, -1, false
+	m.Topics = []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: "hanging", Partitions: []int32{0}}}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Markers = []kmsg.WriteTxnMarkersRequestMarker{m}
+	resp := do[*kmsg.WriteTxnMarkersResponse](rc, req, 1)
+	if code := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("WriteTxnMarkers: %v", kerr.ErrorForCode(code))
+	}
+	if got := lso(); got != 2 {
+		t.Fatalf("last stable offset %d after the abort, want 2 (past the marker)", got)
+	}
+	m.Topics[0].Topic = "nope"
+	resp = do[*kmsg.WriteTxnMarkersResponse](rc, req, 1)
+	if code := resp.Markers[0].Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("marker for an unknown topic: %v", kerr.ErrorForCode(code))
+	}
+}
