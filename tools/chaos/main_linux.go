@@ -80,6 +80,29 @@ func parseFlags() options {
 	return o
 }
 
+// lockPath serializes runs on a machine: every run names its namespaces,
+// veths and bridge alike and starts by removing what a previous run left,
+// so a second run at once would kill the first one's brokers.
+const lockPath = "/run/sluice-chaos.lock"
+
+// exclusive takes the machine-wide run lock, waiting for a run that holds
+// it; the lock is held until the returned file is closed or the process
+// exits.
+func exclusive(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		fmt.Fprintf(os.Stderr, "chaos: another run holds %s; waiting for it\n", path)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
 func main() {
 	o := parseFlags()
 	if o.nodes < 3 || o.nodes > 5 {
@@ -90,6 +113,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos: needs root (network namespaces, tmpfs)")
 		os.Exit(2)
 	}
+	lock, err := exclusive(lockPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	defer lock.Close()
 	cleanupNetwork(o.workBase)
 	work := filepath.Join(o.workBase, fmt.Sprintf("%s-seed%d", time.Now().UTC().Format("20060102T150405"), o.seed))
 	if err := os.MkdirAll(work, 0o755); err != nil {
