@@ -82,7 +82,7 @@ func matrix() []scenario {
 			table: tableClients, dir: "interop/python",
 			argv:    []string{".venv/bin/python", "scenario.py"},
 			timeout: 3 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative", "transactions"}, admin),
 		},
 		{
 			id: "kcat", client: "kcat (librdkafka)", version: "Debian kcat",
