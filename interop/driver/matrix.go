@@ -96,7 +96,7 @@ func matrix() []scenario {
 			table: tableClients, dir: "interop/node",
 			argv:    []string{"node", "scenario.js"},
 			timeout: 3 * time.Minute,
-			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative"}, admin),
+			caps:    caps(common, codecCaps, []string{"idempotence", "group-eager", "group-cooperative", "transactions"}, admin),
 		},
 		{
 			id: "sarama", client: "IBM/sarama", version: "v1.61.1",
