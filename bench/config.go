@@ -51,7 +51,8 @@ type Config struct {
 	Mode         Mode `json:"mode"`
 	// TxnRecords, when > 0, makes each producer transactional: it commits
 	// a transaction every TxnRecords records (acks=all, idempotent) and
-	// the result carries the commit latency.
+	// the result carries the commit latency. Consumers then read at
+	// read_committed.
 	TxnRecords int `json:"txn_records,omitempty"`
 	// KeepTopic skips creating the topic (it must exist).
 	KeepTopic bool `json:"keep_topic"`
@@ -143,8 +144,8 @@ func (c *Config) Validate() error {
 		return errors.New("--txn-records must not be negative")
 	case c.TxnRecords > 0 && c.Acks != "all" && c.Acks != "-1":
 		return errors.New("--txn-records needs --acks all (transactions are idempotent)")
-	case c.TxnRecords > 0 && c.Mode != ModeProduceConsume:
-		return errors.New("--txn-records runs in the produce-consume mode")
+	case c.TxnRecords > 0 && c.Mode == ModeRawFetch:
+		return errors.New("--txn-records does not run in the raw-fetch mode (it reads every offset, markers too)")
 	}
 	if _, err := c.acks(); err != nil {
 		return err

@@ -172,6 +172,9 @@ func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers [
 	for p, e := range end {
 		want += e - start[p]
 	}
+	if r.cfg.TxnRecords > 0 {
+		want = r.produced.Load() // the offsets count the markers too
+	}
 	if r.hooks.BeforeRead != nil {
 		r.hooks.BeforeRead()
 	}
@@ -425,11 +428,15 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 			}
 		}()
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if r.cfg.TxnRecords > 0 {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

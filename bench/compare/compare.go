@@ -158,6 +158,15 @@ func Workloads(o Options) []Workload {
 				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "rss_mb"},
 			},
 		)
+		ws = append(ws, Workload{
+			Name:  "catch-up-txn",
+			Title: "Catch-up consume at read_committed of transactionally written data (1,000 records per transaction), franz-go consumer, 4 partitions",
+			Config: with(func(c *bench.Config) {
+				c.Mode, c.Partitions, c.Records, c.TxnRecords = bench.ModeCatchUp, 4, o.CatchUpRecords, 1000
+			}),
+			Brokers: all,
+			Metrics: []string{"consume_mbps", "consume_rps", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
+		})
 		for _, n := range []int{100, 1000} {
 			ws = append(ws, Workload{
 				Name:  fmt.Sprintf("txn-%d", n),
