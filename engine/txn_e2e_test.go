@@ -423,3 +423,66 @@ func TestAbortHangingTransaction(t *testing.T) {
 		t.Fatalf("marker for an unknown topic: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// TestTransactionAPIErrors: the error answers of the transaction APIs
+// that clients and tools depend on.
+func TestTransactionAPIErrors(t *testing.T) {
+	tb := txnBroker(t)
+	makeTopic(t, tb, "known", 2, nil)
+	rc := dialRaw(t, tb.Addr)
+	id := "tx-errors"
+	init := initTxnProducer(t, rc, id)
+
+	// A topic that does not exist: its partitions UNKNOWN_TOPIC_OR_PARTITION,
+	// the others OPERATION_NOT_ATTEMPTED, nothing added.
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, init.ProducerID, init.ProducerEpoch
+	add.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: "known", Partitions: []int32{0, 1}}, {Topic: "unknown", Partitions: []int32{0}}}
+	r := do[*kmsg.AddPartitionsToTxnResponse](rc, add, 3)
+	codes := []int16{r.Topics[0].Partitions[0].ErrorCode, r.Topics[0].Partitions[1].ErrorCode, r.Topics[1].Partitions[0].ErrorCode}
+	if codes[0] != kerr.OperationNotAttempted.Code || codes[1] != kerr.OperationNotAttempted.Code || codes[2] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("add with an unknown topic: %v", codes)
+	}
+	// An older epoch: PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before.
+	initTxnProducer(t, rc, id) // bumps the epoch
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch = id, init.ProducerID, init.ProducerEpoch
+	if c := do[*kmsg.EndTxnResponse](rc, end, 3).ErrorCode; c != kerr.ProducerFenced.Code {
+		t.Fatalf("EndTxn v3 at an old epoch: %v", kerr.ErrorForCode(c))
+	}
+	if c := do[*kmsg.EndTxnResponse](rc, end, 1).ErrorCode; c != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("EndTxn v1 at an old epoch: %v", kerr.ErrorForCode(c))
+	}
+	// A timeout above transaction.max.timeout.ms.
+	big := kmsg.NewPtrInitProducerIDRequest()
+	big.TransactionalID, big.TransactionTimeoutMillis = &id, 3_600_000
+	if c := do[*kmsg.InitProducerIDResponse](rc, big, 4).ErrorCode; c != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("InitProducerId with a 1 h timeout: %v", kerr.ErrorForCode(c))
+	}
+	// Unknown ids and states.
+	desc := kmsg.NewPtrDescribeTransactionsRequest()
+	desc.TransactionalIDs = []string{"never-seen"}
+	if c := do[*kmsg.DescribeTransactionsResponse](rc, desc, 0).TransactionStates[0].ErrorCode; c != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe an unknown id: %v", kerr.ErrorForCode(c))
+	}
+	list := kmsg.NewPtrListTransactionsRequest()
+	list.StateFilters = []string{"Ongoing", "Bogus"}
+	lr := do[*kmsg.ListTransactionsResponse](rc, list, 1)
+	if lr.ErrorCode != 0 || fmt.Sprint(lr.UnknownStateFilters) != "[Bogus]" || len(lr.TransactionStates) != 0 {
+		t.Fatalf("list with an unknown state: %+v", lr)
+	}
+	list.StateFilters = nil
+	list.TransactionalIDPattern = kmsg.StringPtr("tx-err.*")
+	if lr := do[*kmsg.ListTransactionsResponse](rc, list, 2); len(lr.TransactionStates) != 1 || lr.TransactionStates[0].TransactionalID != id {
+		t.Fatalf("list by pattern: %+v", lr)
+	}
+	list.TransactionalIDPattern = kmsg.StringPtr("(")
+	if c := do[*kmsg.ListTransactionsResponse](rc, list, 2).ErrorCode; c != kerr.InvalidRequest.Code {
+		t.Fatalf("list with a bad pattern: %v", kerr.ErrorForCode(c))
+	}
+	// A transactional batch without a transactional id in the request.
+	b := txnBatch(t, init.ProducerID, init.ProducerEpoch, 0, "v")
+	if p := produceRaw(rc, 9, -1, "known", 0, b); p.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional batch without a transactional id: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+}
