@@ -245,8 +245,8 @@ var configKeys = append([]configKey{
 	// Transaction coordinator and __transaction_state (engine/txn).
 	{name: "transaction.state.log.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __transaction_state",
 		field: func(c *Config) any { return &c.TxnStatePartitions }},
-	{name: "transaction.state.log.replication.factor", typ: typeInt, def: "1", min: 1, max: maxInt32,
-		doc: "replication factor of __transaction_state (at most the brokers registered when it is created)", field: func(c *Config) any { return &c.TxnStateReplicationFactor }},
+	{name: "transaction.state.log.replication.factor", typ: typeInt, def: "3", min: 1, max: maxInt32,
+		doc: "replication factor of __transaction_state (at most the brokers registered when it is created: 1 on a single node)", field: func(c *Config) any { return &c.TxnStateReplicationFactor }},
 	{name: "transaction.state.log.segment.bytes", typ: typeInt, def: "104857600", min: 1, max: maxInt32, doc: "segment size of __transaction_state",
 		field: func(c *Config) any { return &c.TxnStateSegmentBytes }},
 	{name: "transaction.max.timeout.ms", typ: typeInt, def: "900000", min: 1, max: maxInt32, doc: "largest transaction.timeout.ms a producer may ask for",

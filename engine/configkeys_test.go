@@ -33,7 +33,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
 		// The transaction coordinator's keys, Kafka's defaults.
-		TxnStatePartitions: 50, TxnStateReplicationFactor: 1, TxnStateSegmentBytes: 100 << 20,
+		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20,
 		TxnMaxTimeout: 15 * time.Minute, TxnIDExpiration: 7 * 24 * time.Hour, TxnAbortCheckInterval: 10 * time.Second,
 		TxnExpireCheckInterval: time.Hour, TxnVersion: 2,
 	}

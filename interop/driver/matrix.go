@@ -225,6 +225,13 @@ func clusterMatrix() []scenario {
 				"reassign-partitions clear throttles"},
 		},
 		{
+			id: "cluster-java-txn", client: "Apache Kafka Java client (kafka-clients)", version: "4.4.0",
+			table: tableClusterTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClusterTxnScenario"),
+			timeout: 3 * time.Minute,
+			caps:    []string{"transactions, coordinator stopped", "restart"},
+		},
+		{
 			id: "cluster-dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
 			table: tableClusterTools, dir: "interop/java",
 			argv:      javaArgv("sluice.interop.ClusterDumpLog"),

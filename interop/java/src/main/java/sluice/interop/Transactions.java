@@ -134,21 +134,25 @@ final class Transactions {
         }
     }
 
-    /** Reads every partition of topic to its END record with read_committed. */
     static Set<String> readCommitted(String bootstrap, String topic) {
+        return readCommittedFrom(bootstrap, topic, PARTITIONS);
+    }
+
+    /** Reads every partition of topic to its END record with read_committed. */
+    static Set<String> readCommittedFrom(String bootstrap, String topic, int partitions) {
         Set<String> got = new TreeSet<>();
         try (KafkaConsumer<String, String> c = consumer(bootstrap, null)) {
             List<TopicPartition> tps = new ArrayList<>();
-            for (int i = 0; i < PARTITIONS; i++) {
+            for (int i = 0; i < partitions; i++) {
                 tps.add(new TopicPartition(topic, i));
             }
             c.assign(tps);
             c.seekToBeginning(tps);
             Set<Integer> ended = new HashSet<>();
             long deadline = System.currentTimeMillis() + 60000;
-            while (ended.size() < PARTITIONS) {
+            while (ended.size() < partitions) {
                 if (System.currentTimeMillis() > deadline) {
-                    throw new AssertionError("read_committed: " + ended.size() + " of " + PARTITIONS
+                    throw new AssertionError("read_committed: " + ended.size() + " of " + partitions
                             + " partitions reached END; read " + got);
                 }
                 for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
