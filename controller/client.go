@@ -387,6 +387,8 @@ func notController(r kmsg.Response) bool {
 		return r.ErrorCode == nc
 	case *kmsg.ListPartitionReassignmentsResponse:
 		return r.ErrorCode == nc
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
 	case *kmsg.DescribeQuorumResponse:
 		// A controller that does not lead answers its partition
 		// NOT_LEADER_OR_FOLLOWER, as KRaft does; ask the next one.

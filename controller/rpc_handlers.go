@@ -83,6 +83,8 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.alterReassignments(req)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return cs.listReassignments(req)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return cs.alterScram(req) // scram.go
 	}
 	return nil
 }

@@ -340,17 +340,17 @@ func (b *Broker) checkTopicCollision(name string) error {
 }
 
 // metadataBrokers lists this node alone, or in a cluster every registered
-// unfenced broker, for a connection on listener. (Every listener
-// advertises the same endpoints so far; the answer is cached per listener
-// all the same, so that choosing them by listener needs no cache change.)
+// unfenced broker, at its endpoint of the listener the client came in on
+// (listeners.go; the answer is cached per listener).
 func (b *Broker) metadataBrokers(listener string) []kmsg.MetadataResponseBroker {
 	if b.cluster == nil {
-		return []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: b.host, Port: b.port}}
+		host, port := b.advertised(listener)
+		return []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: port}}
 	}
 	var out []kmsg.MetadataResponseBroker
 	img := b.image()
 	for _, br := range img.Brokers() {
-		if host, port, ok := brokerEndpoint(img, br.ID); ok && !br.Fenced {
+		if host, port, ok := brokerEndpointFor(img, br.ID, listener); ok && !br.Fenced {
 			out = append(out, kmsg.MetadataResponseBroker{NodeID: br.ID, Host: host, Port: port, Rack: br.Rack})
 		}
 	}

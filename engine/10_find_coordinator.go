@@ -35,30 +35,31 @@ func (b *Broker) handleFindCoordinator(r *Request) {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if r.Version >= 4 {
 		for _, key := range req.CoordinatorKeys {
-			resp.Coordinators = append(resp.Coordinators, b.coordinatorFor(key, req.CoordinatorType))
+			resp.Coordinators = append(resp.Coordinators, b.coordinatorFor(key, req.CoordinatorType, r.Session.Listener))
 		}
 		r.Respond(resp)
 		return
 	}
-	c := b.coordinatorFor(req.CoordinatorKey, req.CoordinatorType)
+	c := b.coordinatorFor(req.CoordinatorKey, req.CoordinatorType, r.Session.Listener)
 	resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
 	resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
 	r.Respond(resp)
 }
 
-func (b *Broker) coordinatorFor(key string, keyType int8) kmsg.FindCoordinatorResponseCoordinator {
+func (b *Broker) coordinatorFor(key string, keyType int8, listener string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: -1, Port: -1}
 	switch keyType {
 	case coordinatorGroup:
 		if b.cluster != nil {
-			b.clusterCoordinator(key, &c)
+			b.clusterCoordinator(key, &c, listener)
 			break
 		}
 		if !b.groups.Owns(key) {
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			break
 		}
-		c.NodeID, c.Host, c.Port = b.cfg.NodeID, b.host, b.port
+		c.Host, c.Port = b.advertised(listener)
+		c.NodeID = b.cfg.NodeID
 	case coordinatorTransaction:
 		if key == "" {
 			c.ErrorCode = kerr.InvalidRequest.Code

@@ -20,6 +20,9 @@ type Broker struct {
 	clusterID string
 	host      string // advertised host
 	port      int32  // advertised port
+	// endpoints are the advertised listeners, the primary first
+	// (listeners.go).
+	endpoints []endpoint
 
 	meta    metaState        // the metadata image and its store (image.go)
 	hosted  partitionManager // the partitions open here (registry.go)
@@ -59,6 +62,9 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 	b := &Broker{cfg: cfg, log: log, closing: make(chan struct{}), metrics: NewMetrics(), waiters: newFetchPurgatory()}
 	var err error
 	if b.host, b.port, err = cfg.AdvertisedHostPort(); err != nil {
+		return nil, err
+	}
+	if b.endpoints, err = advertisedEndpoints(&cfg); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {

@@ -270,9 +270,7 @@ func (l *clusterLink) register() bool {
 	b := l.b
 	req := kmsg.NewPtrBrokerRegistrationRequest()
 	req.BrokerID, req.ClusterID, req.IncarnationID = b.cfg.NodeID, b.clusterID, l.incarnation
-	ls := kmsg.NewBrokerRegistrationRequestListener()
-	ls.Name, ls.Host, ls.Port = "PLAINTEXT", b.host, uint16(b.port)
-	req.Listeners = append(req.Listeners, ls)
+	req.Listeners = b.registrationListeners() // listeners.go
 	if b.cfg.BrokerRack != "" {
 		req.Rack = kmsg.StringPtr(b.cfg.BrokerRack)
 	}
@@ -362,18 +360,10 @@ func (b *Broker) ControlledShutdown(ctx context.Context) error {
 	}
 }
 
-// brokerEndpoint is where broker id serves clients, from the image.
+// brokerEndpoint is broker id's inter-broker endpoint, from the image (a
+// registration lists it first: listeners.go).
 func brokerEndpoint(img metadata.Image, id int32) (host string, port int32, ok bool) {
-	br, found := img.Broker(id)
-	if !found {
-		return "", 0, false
-	}
-	for _, e := range br.Endpoints {
-		if e.Name == "PLAINTEXT" {
-			return e.Host, int32(e.Port), true
-		}
-	}
-	return "", 0, false
+	return brokerEndpointFor(img, id, "")
 }
 
 // BrokerAddr is host:port of broker id's PLAINTEXT listener (the inter

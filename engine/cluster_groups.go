@@ -46,7 +46,7 @@ func (b *Broker) syncGroups(img metadata.Image) {
 // the leader of the group's offsets partition, or
 // COORDINATOR_NOT_AVAILABLE while there is none (creating the topic if it
 // does not exist yet).
-func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseCoordinator) {
+func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseCoordinator, listener string) {
 	img := b.image()
 	ti := img.Topic(offsetsTopic)
 	if ti == nil {
@@ -60,7 +60,7 @@ func (b *Broker) clusterCoordinator(key string, c *kmsg.FindCoordinatorResponseC
 		return
 	}
 	leader := ti.Partitions[idx].Leader
-	host, port, ok := brokerEndpoint(img, leader)
+	host, port, ok := brokerEndpointFor(img, leader, listener)
 	if !ok {
 		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return

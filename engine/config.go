@@ -18,10 +18,19 @@ import (
 // defaults and bounds are the table in configkeys.go.
 type Config struct {
 	NodeID    int32
-	Listen    string // host:port the listener binds
+	Listen    string // host:port the primary listener binds (listeners.go)
 	Advertise string // host:port clients are told to connect to
-	DataDir   string
-	ClusterID string // generated and stored in meta.properties when empty
+	// Listeners are the broker listeners; ProtocolMap is
+	// listener.security.protocol.map; Security holds the ssl.*, sasl.*
+	// and per-listener security keys as given (listeners.go).
+	Listeners      []Listener
+	ProtocolMap    map[string]string
+	Security       map[string]string
+	listenersRaw   string
+	advertisedRaw  string
+	protocolMapRaw string
+	DataDir        string
+	ClusterID      string // generated and stored in meta.properties when empty
 
 	NumPartitions         int32 // num.partitions for auto-created topics
 	AutoCreateTopics      bool  // auto.create.topics.enable
@@ -157,6 +166,10 @@ func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
 	}
 	given := map[string]property{}
 	for _, p := range props {
+		if IsSecurityKey(p.key) {
+			c.setSecurity(p.key, p.val)
+			continue
+		}
 		ref, ok := brokerKeys[p.key]
 		if !ok || ref.key.use == useFixed {
 			unknown = append(unknown, p.key)
@@ -181,6 +194,10 @@ func (c *Config) ApplyProperties(r io.Reader) (unknown []string, err error) {
 // Set applies one key (or alias) and its value to c, as a server.properties
 // line would; `sluice serve` layers its flags and environment through it.
 func (c *Config) Set(name, value string) error {
+	if IsSecurityKey(name) {
+		c.setSecurity(name, value)
+		return nil
+	}
 	ref, ok := brokerKeys[name]
 	if !ok || ref.key.use != useConfig {
 		return fmt.Errorf("%s: not a key Sluice sets", name)
@@ -260,56 +277,6 @@ func readProperties(r io.Reader) ([]property, error) {
 	return out, err
 }
 
-// setListener takes the first PLAINTEXT listener of a Kafka listener list
-// ("PLAINTEXT://host:port,CONTROLLER://…"); a bare host:port is accepted.
-// setListeners reads listeners: the PLAINTEXT listener clients use and,
-// when there is one, the controller listener (any other name; checked
-// against controller.listener.names when the cluster starts).
-func setListeners(c *Config, v string) error {
-	c.ControllerListen = ""
-	for _, l := range strings.Split(v, ",") {
-		name, addr, found := strings.Cut(strings.TrimSpace(l), "://")
-		if found && name != "PLAINTEXT" {
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return fmt.Errorf("bad %s listener address: %w", name, err)
-			}
-			c.ControllerListen = addr
-		}
-	}
-	if c.ControllerListen != "" && !strings.Contains(v, "PLAINTEXT://") {
-		c.Listen = "" // a controller-only node; a broker is refused at start
-		return nil
-	}
-	return setListener(&c.Listen, v)
-}
-
-func listenersString(c *Config) string {
-	s := listenerOrEmpty(c.Listen)
-	if c.ControllerListen != "" {
-		s += "," + c.ControllerListenerName + "://" + c.ControllerListen
-	}
-	return strings.TrimPrefix(s, ",")
-}
-
-func setListener(dst *string, v string) error {
-	for _, l := range strings.Split(v, ",") {
-		l = strings.TrimSpace(l)
-		name, addr, found := strings.Cut(l, "://")
-		if !found {
-			addr, name = l, "PLAINTEXT"
-		}
-		if name != "PLAINTEXT" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return fmt.Errorf("bad listener address: %w", err)
-		}
-		*dst = addr
-		return nil
-	}
-	return fmt.Errorf("no PLAINTEXT listener (only plaintext is served)")
-}
-
 func setDir(c *Config, v string) error {
 	dirs := strings.Split(v, ",")
 	if len(dirs) > 1 {
@@ -320,13 +287,6 @@ func setDir(c *Config, v string) error {
 	}
 	c.DataDir = strings.TrimSpace(dirs[0])
 	return nil
-}
-
-func listenerOrEmpty(addr string) string {
-	if addr == "" {
-		return ""
-	}
-	return "PLAINTEXT://" + addr
 }
 
 func setMessageMaxBytes(c *Config, v string) error {

@@ -134,10 +134,12 @@ var configKeys = append([]configKey{
 	{name: "node.id", typ: typeInt, def: "1", min: 0, max: maxInt32, doc: "id of this node",
 		aliases: []alias{{name: "broker.id", same: true}}, field: func(c *Config) any { return &c.NodeID }},
 	{name: "listeners", typ: typeString, def: "PLAINTEXT://localhost:9092", scope: perBroker, restartOnly: true,
-		doc: "address the broker listens on (the first PLAINTEXT listener)",
+		doc: "listeners: NAME://host:port, each name a security protocol or mapped to one",
 		get: listenersString, set: setListeners},
-	{name: "advertised.listeners", typ: typeString, scope: perBroker, restartOnly: true, doc: "address clients are told to connect to; listeners when unset",
-		get: func(c *Config) string { return listenerOrEmpty(c.Advertise) }, set: func(c *Config, v string) error { return setListener(&c.Advertise, v) }},
+	{name: "advertised.listeners", typ: typeString, scope: perBroker, restartOnly: true, doc: "per listener name, the address clients are told; the listener's own when unset",
+		get: advertisedString, set: setAdvertisedListeners},
+	{name: "listener.security.protocol.map", typ: typeString, def: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", scope: perBroker, restartOnly: true,
+		doc: "listener name to security protocol", get: func(c *Config) string { return c.protocolMapRaw }, set: setProtocolMap},
 	{name: "log.dirs", typ: typeString, def: "./data", doc: "data directory (one)",
 		aliases: []alias{{name: "log.dir"}}, get: func(c *Config) string { return c.DataDir }, set: setDir},
 
@@ -271,9 +273,9 @@ var configKeys = append([]configKey{
 	{name: "controller.quorum.bootstrap.servers", typ: typeList, doc: "host:port of controller listeners to reach when the voters are not listed",
 		field: func(c *Config) any { return &c.QuorumBootstrapServers }},
 	{name: "controller.listener.names", typ: typeString, def: "CONTROLLER", doc: "name of the controller listener in listeners",
-		field: func(c *Config) any { return &c.ControllerListenerName }},
-	{name: "inter.broker.listener.name", typ: typeString, def: "PLAINTEXT", oneOf: []string{"PLAINTEXT"}, doc: "listener followers fetch from",
-		field: func(c *Config) any { return &c.InterBrokerListenerName }},
+		get: func(c *Config) string { return c.ControllerListenerName }, set: setControllerListenerNames},
+	{name: "inter.broker.listener.name", typ: typeString, def: "PLAINTEXT", doc: "listener the broker registers under and followers fetch from (a PLAINTEXT one)",
+		get: func(c *Config) string { return c.InterBrokerListenerName }, set: setInterBrokerListener},
 	{name: "broker.rack", typ: typeString, doc: "rack of this broker, for rack-aware replica placement",
 		field: func(c *Config) any { return &c.BrokerRack }},
 	{name: "replica.selector.class", typ: typeString, oneOf: []string{rackAwareSelector, leaderSelector},
@@ -308,7 +310,6 @@ var configKeys = append([]configKey{
 
 	// Accepted for compatibility with stock Kafka files; single-node Sluice
 	// has nothing to tune with them.
-	ignored("listener.security.protocol.map", typeString),
 	ignored("num.network.threads", typeInt), ignored("num.io.threads", typeInt),
 	ignored("socket.send.buffer.bytes", typeInt), ignored("socket.receive.buffer.bytes", typeInt),
 	ignored("num.recovery.threads.per.data.dir", typeInt),

@@ -36,6 +36,10 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20,
 		TxnMaxTimeout: 15 * time.Minute, TxnIDExpiration: 7 * 24 * time.Hour, TxnAbortCheckInterval: 10 * time.Second,
 		TxnExpireCheckInterval: time.Hour, TxnVersion: 2,
+		// The listeners as listeners.go derives them.
+		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
+		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
+		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)

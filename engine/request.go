@@ -29,6 +29,10 @@ type Session struct {
 	// (TLS client certificate, SASL) it is AnonymousPrincipal. The
 	// authorizer checks ACLs against it and quotas are keyed by it.
 	Principal string
+
+	// Auth is the connection's SASL state on a SASL listener, nil on
+	// others; SaslHandshake and SaslAuthenticate drive it (17_*, 36_*).
+	Auth Authenticator
 }
 
 // AnonymousPrincipal is the principal of a connection that has not

@@ -35,6 +35,7 @@ func ApplyAll(img Image, recs []Record) (Image, error) {
 // a batch costs what it touches, not the size of the image.
 type builder struct {
 	img                Image
+	ownScramMap        bool // scram.go
 	ownTopicMaps       bool
 	ownConfigMap       bool
 	ownFeatures        bool
@@ -49,6 +50,10 @@ func invalid(format string, args ...any) error {
 
 func (b *builder) apply(r Record) error {
 	switch r := r.(type) {
+	case UserScramCredentialRecord: // scram.go
+		return b.userScramCredential(r)
+	case RemoveUserScramCredentialRecord:
+		return b.removeUserScramCredential(r)
 	case TopicRecord:
 		return b.topic(r)
 	case PartitionRecord:

@@ -17,6 +17,8 @@ import (
 // The zero Image is the empty one.
 type Image struct {
 	clusterID string
+	// scram holds every SCRAM credential (scram.go).
+	scram map[ScramKey]ScramCredential
 	// Invariant: topics and topicsByID hold the same *TopicImage values,
 	// keyed by their Name and ID.
 	topics     map[string]*TopicImage
@@ -115,7 +117,7 @@ func (img Image) FeatureLevel(name string) (int16, bool) {
 
 // IsEmpty reports whether no record has changed the image.
 func (img Image) IsEmpty() bool {
-	return img.clusterID == "" && len(img.topics) == 0 && len(img.configs) == 0 &&
+	return img.clusterID == "" && len(img.scram) == 0 && len(img.topics) == 0 && len(img.configs) == 0 &&
 		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0
 }
 
@@ -131,6 +133,7 @@ func (img Image) Records() []Record {
 		out = append(out, FeatureLevelRecord{Name: name, FeatureLevel: img.features[name]})
 	}
 	out = append(out, img.brokerRecords()...)
+	out = append(out, img.scramRecords()...)
 	for _, t := range img.Topics() {
 		out = append(out, TopicRecord{Name: t.Name, TopicID: t.ID})
 		for i, p := range t.Partitions {

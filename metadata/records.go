@@ -27,6 +27,10 @@ const (
 
 func (t RecordType) String() string {
 	switch t {
+	case UserScramCredentialRecordType: // scram.go
+		return "UserScramCredentialRecord"
+	case RemoveUserScramCredentialRecordType:
+		return "RemoveUserScramCredentialRecord"
 	case TopicRecordType:
 		return "TopicRecord"
 	case PartitionRecordType:
@@ -288,6 +292,10 @@ func DecodeRecord(b []byte) (Record, error) {
 
 func (d *decoder) body(typ RecordType, version uint8) Record {
 	switch typ {
+	case UserScramCredentialRecordType: // scram.go
+		return d.userScramCredential()
+	case RemoveUserScramCredentialRecordType:
+		return d.removeUserScramCredential()
 	case TopicRecordType:
 		return TopicRecord{Name: d.str(), TopicID: d.uuid()}
 	case PartitionRecordType:

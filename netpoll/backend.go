@@ -17,6 +17,9 @@ const (
 type Server interface {
 	// Serve accepts on ln until Shutdown and returns nil after Shutdown.
 	Serve(ln net.Listener) error
+	// ServeListener is Serve for a named listener, TLS when lo.TLS is set.
+	// Several listeners may be served at once, each by its own call.
+	ServeListener(ln net.Listener, lo ListenerOptions) error
 	// Shutdown stops accepting, lets each connection finish the request
 	// it is serving, closes every connection and waits (or until ctx ends).
 	Shutdown(ctx context.Context) error

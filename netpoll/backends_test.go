@@ -168,7 +168,7 @@ type closeNotify struct {
 	once   sync.Once
 }
 
-func (h *closeNotify) Open(net.Addr) ConnHandler { return h }
+func (h *closeNotify) Open(ConnInfo) ConnHandler { return h }
 func (h *closeNotify) Serve(f []byte, r func(Reply)) {
 	h.serve(f, r)
 }

@@ -39,11 +39,12 @@ type epollLoop struct {
 	sfOff   int64                               // sendfile's offset argument, off the stack
 	read    func(fd int, b []byte) (int, error) // unix.Read; a fake in fuzz tests
 	hand    []handoff
-	share   map[int]bool // listening fd → hands connections off
+	share   map[int]bool   // listening fd → hands connections off
+	names   map[int]string // listening fd → listener name
 }
 
 func newEpollLoop(s *loopServer, id int) (eventLoop, error) {
-	l := &epollLoop{epfd: -1, share: map[int]bool{}, read: unix.Read}
+	l := &epollLoop{epfd: -1, share: map[int]bool{}, names: map[int]string{}, read: unix.Read}
 	if err := l.init(s, id); err != nil {
 		return nil, err
 	}
@@ -145,7 +146,7 @@ func (l *epollLoop) wait() {
 
 func (l *epollLoop) adoptHandoff(h handoff) {
 	if !h.listener {
-		l.adopt(h.fd)
+		l.adopt(h.fd, h.name, h.tls)
 		return
 	}
 	if l.srv.closing.Load() {
@@ -160,6 +161,7 @@ func (l *epollLoop) adoptHandoff(h handoff) {
 	}
 	l.listeners = append(l.listeners, h.fd)
 	l.share[h.fd] = h.share
+	l.names[h.fd] = h.name
 	l.accept(h.fd)
 }
 
@@ -187,16 +189,16 @@ func (l *epollLoop) accept(lfd int) {
 		}
 		if l.share[lfd] {
 			if i := l.pick(); i != l.id {
-				l.srv.loops[i].base().handOff(handoff{fd: fd})
+				l.srv.loops[i].base().handOff(handoff{fd: fd, name: l.names[lfd]})
 				continue
 			}
 		}
-		l.adopt(fd)
+		l.adopt(fd, l.names[lfd], nil)
 	}
 }
 
-func (l *epollLoop) adopt(fd int) {
-	c := l.newConn(fd)
+func (l *epollLoop) adopt(fd int, listener string, t *tlsLayer) {
+	c := l.newConn(fd, listener, t)
 	if c == nil {
 		return
 	}
@@ -204,6 +206,12 @@ func (l *epollLoop) adopt(fd int) {
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		l.srv.opts.Logger.Error("epoll add connection", "err", err)
 		l.closeConn(c)
+		return
+	}
+	if t != nil {
+		// The handshake may have read records past its end.
+		c.readable = true
+		l.drive(c)
 	}
 }
 
@@ -228,6 +236,9 @@ func (l *epollLoop) drive(c *conn) {
 		if c.out.r != nil {
 			if !l.flush(c) {
 				return
+			}
+			if c.refillTLS() {
+				continue // the next chunk of a reply sealed for TLS
 			}
 			if c.wroteReply() {
 				l.closeConn(c)
@@ -258,6 +269,9 @@ func (l *epollLoop) drive(c *conn) {
 // nextFrame returns the next complete frame, from the stash or the socket,
 // or nil when the socket has no more for now.
 func (l *epollLoop) nextFrame(c *conn) (*[]byte, error) {
+	if c.tls != nil {
+		return l.nextTLSFrame(c)
+	}
 	if c.hasQueuedInput() {
 		if f, err := c.takeQueuedFrame(); f != nil || err != nil {
 			return f, err
@@ -294,6 +308,35 @@ func (l *epollLoop) nextFrame(c *conn) (*[]byte, error) {
 		}
 	}
 	return nil, nil
+}
+
+// nextTLSFrame is nextFrame through the TLS record layer: decrypt what is
+// buffered, and read ciphertext only when no whole record is.
+func (l *epollLoop) nextTLSFrame(c *conn) (*[]byte, error) {
+	for {
+		if f, err := c.tls.pull(&c.in); f != nil || err != nil {
+			return f, err
+		}
+		if !c.readable {
+			return nil, nil
+		}
+		n, err := l.read(c.fd, l.scratch)
+		switch {
+		case err == unix.EAGAIN:
+			c.readable = false
+			return nil, nil
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return nil, io.EOF
+		}
+		if n < len(l.scratch) {
+			c.readable = false
+		}
+		c.tls.feed(l.scratch[:n])
+	}
 }
 
 // flush writes the current reply until it is out (true) or the socket is

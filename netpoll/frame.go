@@ -147,3 +147,32 @@ func (r *frameReader) reset() {
 	}
 	r.frame, r.nhdr, r.nbody = nil, 0, 0
 }
+
+// space is where the next bytes of the stream belong: the rest of the size
+// prefix, or the rest of the frame's body. TLS decrypts straight into it,
+// so plaintext past the current frame stays in the TLS connection.
+func (r *frameReader) space() []byte {
+	if r.frame == nil {
+		return r.hdr[r.nhdr:]
+	}
+	return (*r.frame)[r.nbody:]
+}
+
+// got records n bytes written into space; it returns the frame when that
+// completed it.
+func (r *frameReader) got(n int) (*[]byte, error) {
+	if r.frame != nil {
+		return r.filled(n), nil
+	}
+	r.nhdr += n
+	if r.nhdr < len(r.hdr) {
+		return nil, nil
+	}
+	size := int32(binary.BigEndian.Uint32(r.hdr[:]))
+	if err := checkFrameSize(size, r.max); err != nil {
+		return nil, err
+	}
+	r.frame = getFrame(int(size))
+	r.nbody = 0
+	return nil, nil
+}

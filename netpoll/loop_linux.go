@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -42,8 +43,9 @@ type loopServer struct {
 	loopsDone sync.WaitGroup
 	work      chan *conn // to the Serve workers, when Options.Workers > 0
 
-	closing atomic.Bool // Shutdown started: stop accepting, drain
-	forced  atomic.Bool // Shutdown's context ended: drop everything now
+	tlsNext atomic.Uint32 // round-robin of TLS connections over the loops
+	closing atomic.Bool   // Shutdown started: stop accepting, drain
+	forced  atomic.Bool   // Shutdown's context ended: drop everything now
 	done    chan struct{}
 
 	mu struct {
@@ -121,7 +123,13 @@ func (s *loopServer) wakeAll() {
 // by Listen (SO_REUSEPORT) every loop gets a listening socket of its own on
 // the same address and the kernel spreads connections; otherwise loop 0
 // accepts and hands connections off round-robin.
-func (s *loopServer) Serve(ln net.Listener) error {
+func (s *loopServer) Serve(ln net.Listener) error { return s.ServeListener(ln, ListenerOptions{}) }
+
+// ServeListener is Serve for a named listener. On a TLS listener a
+// goroutine accepts and runs each handshake (crypto/tls cannot resume a
+// handshake that would block); a connection whose handshake is done moves
+// to a loop, which runs its record layer from then on (tls.go).
+func (s *loopServer) ServeListener(ln net.Listener, lo ListenerOptions) error {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
@@ -132,6 +140,11 @@ func (s *loopServer) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	if err := s.start(); err != nil {
 		return err
+	}
+	if lo.TLS != nil {
+		return serveTLS(ln, lo, &s.opts, s.closing.Load, func(nc net.Conn, tc *tls.Conn, mc *memConn) {
+			s.adoptTLS(nc, lo.Name, tc, mc)
+		})
 	}
 	fds, err := s.listenerFds(ln)
 	// The hand-off happens under mu so that it either precedes Shutdown
@@ -152,7 +165,7 @@ func (s *loopServer) Serve(ln net.Listener) error {
 	}
 	share := len(fds) == 1 && len(s.loops) > 1
 	for i, fd := range fds {
-		s.loops[i].base().handOff(handoff{fd: fd, listener: true, share: share})
+		s.loops[i].base().handOff(handoff{fd: fd, listener: true, share: share, name: lo.Name})
 	}
 	s.mu.Unlock()
 	<-s.done
@@ -243,11 +256,37 @@ func (s *loopServer) Shutdown(ctx context.Context) error {
 	}
 }
 
+// adoptTLS moves a connection whose TLS handshake is done onto a loop: the
+// loop gets a duplicate of the socket and the TLS connection switches to
+// the loop's buffers.
+func (s *loopServer) adoptTLS(nc net.Conn, name string, tc *tls.Conn, mc *memConn) {
+	defer nc.Close() // the loop owns the duplicate
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return
+	}
+	fd, err := dupConn(sc)
+	if err != nil {
+		s.opts.Logger.Warn("TLS connection not adopted", "err", err)
+		return
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return
+	}
+	mc.sock = nil
+	t := &tlsLayer{tc: tc, mc: mc, state: tc.ConnectionState()}
+	i := int(s.tlsNext.Add(1)) % len(s.loops)
+	s.loops[i].base().handOff(handoff{fd: fd, name: name, tls: t})
+}
+
 // handoff passes a new fd to a loop from another goroutine.
 type handoff struct {
 	fd       int
 	listener bool
-	share    bool // listener: hand its connections off round-robin
+	share    bool   // listener: hand its connections off round-robin
+	name     string // the listener's name
+	tls      *tlsLayer
 }
 
 // loopBase is the backend-independent part of a loop.
@@ -347,13 +386,13 @@ func (b *loopBase) untilTick() time.Duration {
 
 // newConn registers an accepted socket. It returns nil (and closes fd) when
 // the server is shutting down.
-func (b *loopBase) newConn(fd int) *conn {
+func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 	if b.srv.closing.Load() {
 		unix.Close(fd)
 		return nil
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
-	c := &conn{fd: fd, loop: b, lastActive: b.now}
+	c := &conn{fd: fd, loop: b, lastActive: b.now, tls: t}
 	c.in.max = b.srv.opts.MaxFrame
 	c.replyFn = c.deliver
 	if n := len(b.free); n > 0 {
@@ -367,7 +406,13 @@ func (b *loopBase) newConn(fd int) *conn {
 	b.gen++
 	c.gen = b.gen & genMask
 	b.live++
-	c.h = b.srv.h.Open(peerAddr(fd))
+	info := ConnInfo{Remote: peerAddr(fd), Listener: listener}
+	if t != nil {
+		info.TLS = &t.state
+	}
+	c.h = b.srv.h.Open(info)
+	c.dl, _ = c.h.(Deadliner)
+	c.in.max = frameLimit(c.h, b.srv.opts.MaxFrame)
 	return c
 }
 
@@ -419,6 +464,7 @@ func (b *loopBase) release(c *conn) {
 		c.out.r.Release()
 		c.out = outState{}
 	}
+	c.tls = nil
 	b.conns[c.slot] = nil
 	b.free = append(b.free, c.slot)
 	b.live--
@@ -441,6 +487,9 @@ func (b *loopBase) tick(closeConn func(*conn)) {
 			closeConn(c)
 		case c.out.r == nil && c.phase.Load() == phaseIdle && b.now-c.lastActive > idle:
 			b.srv.opts.Logger.Debug("closing idle connection", "fd", c.fd)
+			closeConn(c)
+		case c.dl != nil && c.out.r == nil && c.phase.Load() == phaseIdle && pastDeadline(c.dl, b.now):
+			b.srv.opts.Logger.Debug("closing connection past its handler's deadline", "fd", c.fd)
 			closeConn(c)
 		}
 	}
@@ -495,6 +544,11 @@ func (b *loopBase) takeReplies(fn func(*conn, Reply)) {
 	}
 }
 
+func pastDeadline(d Deadliner, now int64) bool {
+	t := d.Deadline()
+	return t != 0 && now > t
+}
+
 // peerAddr is the remote address of a connected socket.
 func peerAddr(fd int) net.Addr {
 	sa, err := unix.Getpeername(fd)
@@ -529,6 +583,7 @@ type conn struct {
 	gen     uint32 // tells a reused slot from its previous connection
 	loop    *loopBase
 	h       ConnHandler
+	dl      Deadliner   // c.h, when it has deadlines
 	replyFn func(Reply) // c.deliver, bound once
 
 	// Shared with the goroutine that replies.
@@ -551,6 +606,11 @@ type conn struct {
 	released        bool
 
 	readable bool // epoll: the socket may hold unread bytes
+
+	// tls is the record layer of a connection from a TLS listener (nil
+	// otherwise): reads feed it ciphertext and take frames from it,
+	// replies are sealed into ciphertext before they are written.
+	tls *tlsLayer
 
 	// uring: operations in flight and their memory.
 	pending    int8
@@ -634,10 +694,24 @@ func (c *conn) serve(f *[]byte) bool {
 func (c *conn) replied(r Reply) {
 	putFrame(c.frame)
 	c.frame = nil
+	c.in.max = frameLimit(c.h, c.loop.srv.opts.MaxFrame)
 	c.phase.Store(phaseIdle)
+	if r != nil && c.tls != nil {
+		r = c.tls.seal(r)
+	}
 	if r != nil {
 		c.out.start(r)
 	}
+}
+
+// refillTLS moves a TLS reply whose current chunk is out to its next one
+// (tls.go); false when there is none.
+func (c *conn) refillTLS() bool {
+	if c.tls == nil || c.out.r != Reply(&c.tls.reply) || !c.tls.reply.refill() {
+		return false
+	}
+	c.out.start(c.out.r)
+	return true
 }
 
 // wroteReply finishes a reply whose parts are all out; it reports whether

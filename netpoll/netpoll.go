@@ -61,11 +61,36 @@
 // provided buffer only when bytes arrive. Bytes received past the request
 // in flight (a pipelining client) are kept in a stash of at most one read
 // (16 KiB epoll, 8 KiB uring); nothing more is read until the reply is out.
+//
+// # TLS
+//
+// ServeListener with ListenerOptions.TLS serves a TLS listener on any
+// backend (tls.go). crypto/tls cannot resume a handshake that would block,
+// so a goroutine accepts and runs each handshake on the blocking socket
+// (bounded in time and in how many run at once); the handler never sees a
+// connection whose handshake failed. On the event-loop backends the finished
+// connection then moves to a loop: its tls.Conn sits on memConn, an in-
+// memory net.Conn whose reads return the ciphertext the loop received (and a
+// temporary "would block" error when it runs out, which crypto/tls keeps
+// partial records across) and whose writes collect ciphertext. The loop
+// decrypts straight into the frame being assembled, leaving plaintext past
+// it inside the tls.Conn (no stash), and reads the socket only when no whole
+// record is buffered, so backpressure is as for plaintext. A reply is sealed
+// before it is written: byte parts and file regions are staged into 256 KiB
+// of plaintext (file regions read with pread: sendfile cannot encrypt, as in
+// Kafka), encrypted, and that chunk's ciphertext goes out as one byte part
+// through the backend's usual write path; the next chunk is sealed when it
+// is out. The cost: a copy and an encryption of every byte, user-space reads
+// of record bytes, one chunk of ciphertext held per connection while it is
+// written (sealed 256 KiB at a time, so a 50 MiB fetch never sits in memory
+// whole; buffers up to 1 MiB are kept for the next reply), a 256 KiB staging
+// buffer per reply in flight, recv never straight into a frame body, and no
+// recv linked behind a send on uring. Kernel TLS would keep sendfile; it is
+// not built (no tls module here).
 package netpoll
 
 import (
 	"log/slog"
-	"net"
 	"os"
 	"runtime"
 	"time"
@@ -84,7 +109,7 @@ type Reply interface {
 
 // Handler creates the per-connection handlers.
 type Handler interface {
-	Open(remote net.Addr) ConnHandler
+	Open(info ConnInfo) ConnHandler
 }
 
 // ConnHandler serves one connection's frames.
@@ -95,6 +120,33 @@ type ConnHandler interface {
 	Serve(frame []byte, reply func(Reply))
 	// Closed is called once when the connection is gone.
 	Closed()
+}
+
+// Deadliner is an optional ConnHandler interface: a connection with no
+// request in flight is closed once the time Deadline returns has passed
+// (Unix nanoseconds; 0 for none). A SASL listener closes connections that
+// have not authenticated in time, or whose session expired, with it.
+// Deadline is called from the connection's loop or goroutine.
+type Deadliner interface {
+	Deadline() int64
+}
+
+// FrameLimiter is an optional ConnHandler interface: MaxFrame, when
+// positive and below Options.MaxFrame, bounds the connection's next
+// request (a SASL listener keeps unauthenticated peers to
+// sasl.server.max.receive.size). It is asked before each request.
+type FrameLimiter interface {
+	MaxFrame() int32
+}
+
+// frameLimit is the bound of h's next request.
+func frameLimit(h ConnHandler, max int32) int32 {
+	if fl, ok := h.(FrameLimiter); ok {
+		if n := fl.MaxFrame(); n > 0 && n < max {
+			return n
+		}
+	}
+	return max
 }
 
 // Options bound what a connection may cost.

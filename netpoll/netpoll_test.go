@@ -42,7 +42,7 @@ func (r *testReply) Release() {
 // handlerFunc answers every frame with serve(frame).
 type handlerFunc func(frame []byte, reply func(Reply))
 
-func (h handlerFunc) Open(net.Addr) ConnHandler { return connFunc(h) }
+func (h handlerFunc) Open(ConnInfo) ConnHandler { return connFunc(h) }
 
 type connFunc handlerFunc
 

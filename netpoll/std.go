@@ -2,6 +2,7 @@ package netpoll
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -36,10 +37,18 @@ func NewStd(h Handler, opts Options) *StdServer {
 }
 
 // Serve accepts on ln until Shutdown; it returns nil after Shutdown.
-func (s *StdServer) Serve(ln net.Listener) error {
+func (s *StdServer) Serve(ln net.Listener) error { return s.ServeListener(ln, ListenerOptions{}) }
+
+// ServeListener is Serve for a named, possibly TLS, listener.
+func (s *StdServer) ServeListener(ln net.Listener, lo ListenerOptions) error {
 	if !s.track(ln) {
 		ln.Close()
 		return nil
+	}
+	if lo.TLS != nil {
+		return serveTLS(ln, lo, &s.opts, s.isClosing, func(nc net.Conn, tc *tls.Conn, _ *memConn) {
+			s.startConn(nc, lo.Name, tc)
+		})
 	}
 	for {
 		c, err := ln.Accept()
@@ -54,7 +63,7 @@ func (s *StdServer) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		s.startConn(c)
+		s.startConn(c, lo.Name, nil)
 	}
 }
 
@@ -74,19 +83,21 @@ func (s *StdServer) isClosing() bool {
 	return s.mu.closing
 }
 
-func (s *StdServer) startConn(nc net.Conn) {
-	tc, ok := nc.(*net.TCPConn)
+// startConn serves one connection; tc is its TLS connection (handshake
+// done) on a TLS listener.
+func (s *StdServer) startConn(nc net.Conn, listener string, tc *tls.Conn) {
+	tcp, ok := nc.(*net.TCPConn)
 	if !ok {
 		nc.Close()
 		return
 	}
-	_ = tc.SetNoDelay(true)
-	rc, err := tc.SyscallConn()
+	_ = tcp.SetNoDelay(true)
+	rc, err := tcp.SyscallConn()
 	if err != nil {
 		nc.Close()
 		return
 	}
-	c := &stdConn{srv: s, nc: tc, rc: rc, replies: make(chan Reply, 1)}
+	c := &stdConn{srv: s, nc: tcp, rc: rc, replies: make(chan Reply, 1), listener: listener, tc: tc}
 	c.replyFn = c.deliver
 	c.writevFn, c.sendfileFn = c.writevOnce, c.sendfileOnce
 	s.mu.Lock()
@@ -146,6 +157,9 @@ type stdConn struct {
 	sfOff, sfLeft, wrote int64
 	werr                 error
 	writevFn, sendfileFn func(fd uintptr) bool
+
+	listener string
+	tc       *tls.Conn // TLS listeners: reads and writes go through it
 }
 
 func (c *stdConn) deliver(r Reply) { c.replies <- r }
@@ -155,13 +169,26 @@ func (c *stdConn) deliver(r Reply) { c.replies <- r }
 func (c *stdConn) stopReading() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) }
 
 func (c *stdConn) serve() {
-	h := c.srv.h.Open(c.nc.RemoteAddr())
+	info := ConnInfo{Remote: c.nc.RemoteAddr(), Listener: c.listener}
+	var in io.Reader = c.nc
+	if c.tc != nil {
+		st := c.tc.ConnectionState()
+		info.TLS, in = &st, c.tc
+	}
+	h := c.srv.h.Open(info)
+	dl, _ := h.(Deadliner)
 	defer c.finish(h)
 	for {
-		if err := c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.IdleTimeout)); err != nil {
+		until := time.Now().Add(c.srv.opts.IdleTimeout)
+		if dl != nil {
+			if t := dl.Deadline(); t != 0 && t < until.UnixNano() {
+				until = time.Unix(0, t)
+			}
+		}
+		if err := c.nc.SetReadDeadline(until); err != nil {
 			return
 		}
-		frame, err := readFrame(c.nc, c.hdr[:], c.srv.opts.MaxFrame)
+		frame, err := readFrame(in, c.hdr[:], frameLimit(h, c.srv.opts.MaxFrame))
 		if err != nil {
 			c.logReadError(err)
 			return
@@ -210,6 +237,9 @@ func (c *stdConn) logReadError(err error) {
 func (c *stdConn) write(r Reply) error {
 	if err := c.nc.SetWriteDeadline(time.Now().Add(c.srv.opts.WriteTimeout)); err != nil {
 		return err
+	}
+	if c.tc != nil {
+		return sealTo(c.tc, r)
 	}
 	c.out.start(r)
 	defer func() { c.out = outState{} }()

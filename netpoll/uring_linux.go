@@ -182,6 +182,7 @@ type uringLoop struct {
 
 type uringListener struct {
 	fd        int
+	name      string
 	share     bool
 	multishot bool
 	armed     bool
@@ -393,9 +394,13 @@ func (l *uringLoop) received(c *conn, kind uint8, cqe *uring.CQE) {
 	}
 	var f *[]byte
 	var err error
-	if kind == kindRecvDirect {
+	switch {
+	case c.tls != nil:
+		c.tls.feed(data)
+		f, err = c.tls.pull(&c.in)
+	case kind == kindRecvDirect:
 		f = c.in.filled(int(res))
-	} else {
+	default:
 		f, err = c.consume(data)
 	}
 	if err != nil {
@@ -429,6 +434,9 @@ func (l *uringLoop) drive(c *conn) {
 			if c.sendBusy || c.pollBusy || !l.flush(c) {
 				return
 			}
+			if c.refillTLS() {
+				continue // the next chunk of a reply sealed for TLS
+			}
 			if c.wroteReply() {
 				l.closeConn(c)
 				return
@@ -452,7 +460,18 @@ func (l *uringLoop) drive(c *conn) {
 			return
 		}
 		budget--
-		if c.hasQueuedInput() {
+		if c.tls != nil {
+			// Records the handshake or an earlier recv left buffered.
+			f, err := c.tls.pull(&c.in)
+			if err != nil {
+				l.closeConnErr(c, err)
+				return
+			}
+			if f != nil {
+				c.serve(f)
+				continue
+			}
+		} else if c.hasQueuedInput() {
 			f, err := c.takeQueuedFrame()
 			if err != nil {
 				l.closeConnErr(c, err)
@@ -473,6 +492,9 @@ func (l *uringLoop) drive(c *conn) {
 func (l *uringLoop) postRecv(c *conn) {
 	s := l.sqe()
 	space := c.in.bodySpace()
+	if c.tls != nil {
+		space = nil // ciphertext: never straight into the frame
+	}
 	switch {
 	case len(space) >= pbufSize || l.br == nil && len(space) > 0:
 		// The body's size is known: MSG_WAITALL has the kernel retry
@@ -550,7 +572,7 @@ const sendFlags = unix.MSG_NOSIGNAL | unix.MSG_WAITALL
 // mayLinkRecv reports whether the next request can be asked for before the
 // reply's send has completed.
 func (l *uringLoop) mayLinkRecv(c *conn) bool {
-	return !c.recvBusy && c.stash == nil && !c.closeAfterReply && !c.out.r.ShouldClose() && !l.srv.closing.Load()
+	return !c.recvBusy && c.stash == nil && c.tls == nil && !c.closeAfterReply && !c.out.r.ShouldClose() && !l.srv.closing.Load()
 }
 
 // reserve makes room for n SQEs in the submission queue.
@@ -623,14 +645,14 @@ func (l *uringLoop) maybeFinish(c *conn) {
 
 func (l *uringLoop) adoptHandoff(h handoff) {
 	if !h.listener {
-		l.adopt(h.fd)
+		l.adopt(h.fd, h.name, h.tls)
 		return
 	}
 	if l.srv.closing.Load() {
 		unix.Close(h.fd)
 		return
 	}
-	a := &uringListener{fd: h.fd, share: h.share, multishot: l.multishot}
+	a := &uringListener{fd: h.fd, name: h.name, share: h.share, multishot: l.multishot}
 	l.accepts[h.fd] = a
 	l.armAccept(a)
 }
@@ -686,15 +708,15 @@ func (l *uringLoop) accepted(lfd int, cqe *uring.CQE) {
 func (l *uringLoop) place(a *uringListener, fd int) {
 	if a.share {
 		if i := l.pick(); i != l.id {
-			l.srv.loops[i].base().handOff(handoff{fd: fd})
+			l.srv.loops[i].base().handOff(handoff{fd: fd, name: a.name})
 			return
 		}
 	}
-	l.adopt(fd)
+	l.adopt(fd, a.name, nil)
 }
 
-func (l *uringLoop) adopt(fd int) {
-	if c := l.newConn(fd); c != nil {
+func (l *uringLoop) adopt(fd int, listener string, t *tlsLayer) {
+	if c := l.newConn(fd, listener, t); c != nil {
 		l.drive(c)
 	}
 }

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,7 +39,8 @@ type Server struct {
 	// Controller is this node's controller in a cluster whose
 	// process.roles includes controller; nil otherwise.
 	Controller *controller.Service
-	ln         net.Listener
+	ln         net.Listener   // the primary (inter-broker) listener
+	listeners  []*listenerSec // every broker listener (listeners.go)
 	net        netpoll.Server
 	http       *http.Server
 	log        *slog.Logger
@@ -56,28 +58,29 @@ func Start(o Options) (*Server, error) {
 	if controllerOnly(cfg) {
 		return startControllerOnly(o) // controller_only.go
 	}
-	if cfg.Listen == "" {
-		return nil, errors.New("listeners has no PLAINTEXT listener, which a broker needs")
-	}
-	ln, err := netpoll.Listen("tcp", cfg.Listen)
+	lss, err := bindListeners(&cfg)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		return nil, err
 	}
-	if cfg.Advertise == "" {
-		cfg.Advertise = advertiseFor(cfg.Listen, ln.Addr().(*net.TCPAddr))
-	}
+	ln := primaryListener(&cfg, lss).ln
 	ctl, err := startController(cfg, o.Logger)
 	if err != nil {
-		ln.Close()
+		closeListeners(lss)
 		return nil, err
 	}
 	b, err := newBroker(cfg, o.Logger)
 	if err != nil {
-		ln.Close()
+		closeListeners(lss)
 		closeController(ctl)
 		return nil, err
 	}
-	s := &Server{Broker: b, Controller: ctl, ln: ln, log: o.Logger, served: make(chan error, 1)}
+	if err := secure(&cfg, lss, b, o.Logger); err != nil {
+		closeListeners(lss)
+		b.Close()
+		closeController(ctl)
+		return nil, err
+	}
+	s := &Server{Broker: b, Controller: ctl, ln: ln, listeners: lss, log: o.Logger, served: make(chan error, len(lss))}
 	netOpts := netpoll.Options{
 		MaxFrame:    cfg.SocketRequestMaxBytes,
 		IdleTimeout: cfg.ConnectionsMaxIdle,
@@ -87,21 +90,27 @@ func Start(o Options) (*Server, error) {
 	if o.NetTune != nil {
 		o.NetTune(&netOpts)
 	}
-	s.net, err = netpoll.New(o.Net, &handler{b: b}, netOpts)
+	h := &handler{b: b, listeners: map[string]*listenerSec{}}
+	for _, l := range lss {
+		h.listeners[l.Name] = l
+	}
+	s.net, err = netpoll.New(o.Net, h, netOpts)
 	if err != nil {
-		ln.Close()
+		closeListeners(lss)
 		b.Close()
 		return nil, err
 	}
 	if o.Metrics != "" {
 		if err := s.startMetrics(o.Metrics); err != nil {
-			ln.Close()
+			closeListeners(lss)
 			b.Close()
 			return nil, err
 		}
 	}
-	go func() { s.served <- s.net.Serve(ln) }()
-	o.Logger.Info("listening", "addr", ln.Addr().String(), "advertised", cfg.Advertise, "net", s.net.Backend())
+	for _, l := range lss {
+		go func() { s.served <- s.net.ServeListener(l.ln, netpoll.ListenerOptions{Name: l.Name, TLS: l.tls}) }()
+		o.Logger.Info("listening", "listener", l.Name, "protocol", l.Protocol, "addr", l.ln.Addr().String(), "advertised", l.Advertised, "net", s.net.Backend())
+	}
 	return s, nil
 }
 
@@ -175,6 +184,16 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
+// ListenerAddr is the bound address of the named listener ("" if none).
+func (s *Server) ListenerAddr(name string) string {
+	for _, l := range s.listeners {
+		if l.Name == name {
+			return l.ln.Addr().String()
+		}
+	}
+	return ""
+}
+
 // Net names the network backend serving (after any fallback; "" on a
 // controller-only node).
 func (s *Server) Net() string {
@@ -214,14 +233,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // handler adapts netpoll to the engine.
 type handler struct {
-	b      *engine.Broker
-	nextID atomic.Uint64
+	b         *engine.Broker
+	listeners map[string]*listenerSec // by name
+	nextID    atomic.Uint64
 }
 
-func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
-	c := &conn{b: h.b, s: &engine.Session{ID: h.nextID.Add(1), Remote: remote.String(), Listener: "PLAINTEXT", Principal: engine.AnonymousPrincipal}}
+func (h *handler) Open(info netpoll.ConnInfo) netpoll.ConnHandler {
+	s := &engine.Session{ID: h.nextID.Add(1), Remote: info.Remote.String(), Listener: info.Listener, Principal: engine.AnonymousPrincipal}
+	c := &conn{b: h.b, s: s}
 	c.done = c.complete
+	if l := h.listeners[info.Listener]; l != nil {
+		if l.Protocol == engine.ProtocolSSL && info.TLS != nil && len(info.TLS.PeerCertificates) > 0 {
+			s.Principal = l.mapper.Principal(info.TLS.PeerCertificates[0])
+		}
+		if l.isSASL() {
+			c.auth = newSASLConn(l, s, time.Now())
+			s.Auth = c.auth
+		}
+	}
 	h.b.Metrics().ConnOpened()
+	if c.auth != nil {
+		return &authedConn{c}
+	}
 	return c
 }
 
@@ -230,13 +263,44 @@ func (h *handler) Open(remote net.Addr) netpoll.ConnHandler {
 type conn struct {
 	b     *engine.Broker
 	s     *engine.Session
+	auth  *saslConn // SASL listeners (auth.go)
 	reply func(netpoll.Reply)
 	done  func(*engine.Response) // c.complete, bound once
 }
 
 func (c *conn) Serve(frame []byte, reply func(netpoll.Reply)) {
 	c.reply = reply
+	if a := c.auth; a != nil {
+		if a.unframedToken() {
+			if r := a.token(frame); r != nil {
+				reply(r)
+			} else {
+				reply(closeNow)
+			}
+			return
+		}
+		if len(frame) < 2 || !a.admit(int16(binary.BigEndian.Uint16(frame)), time.Now()) {
+			reply(closeNow)
+			return
+		}
+	}
 	c.b.Handle(c.s, frame, c.done)
+}
+
+// authedConn is a conn on a SASL listener: its Deadline closes it when
+// authentication or the session runs out of time (netpoll.Deadliner).
+type authedConn struct{ *conn }
+
+func (c *authedConn) Deadline() int64 { return c.auth.Deadline() }
+
+// MaxFrame keeps requests before authentication to
+// sasl.server.max.receive.size (netpoll.FrameLimiter), so an
+// unauthenticated peer cannot make the broker take socket.request.max.bytes.
+func (c *authedConn) MaxFrame() int32 {
+	if c.auth.authenticated {
+		return 0
+	}
+	return c.auth.l.maxReceive
 }
 
 // complete converts the engine's answer: a nil *Response must become a nil

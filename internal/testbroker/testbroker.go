@@ -124,3 +124,6 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
+
+// ListenerAddr is the bound address of a named listener of the broker.
+func (tb *Broker) ListenerAddr(name string) string { return tb.srv.ListenerAddr(name) }

@@ -46,7 +46,8 @@ type InProcNode struct {
 }
 
 // StartInProcess formats and starts n nodes in this process and waits until
-// every one is a registered broker; extra config lines go to every node.
+// every one is a registered broker; extra config lines go to every node,
+// with {PLAINTEXT} and {CONTROLLER} replaced by the node's addresses.
 // The nodes shut down when the test ends.
 func StartInProcess(t testing.TB, n int, extra ...string) *InProc {
 	t.Helper()
@@ -72,7 +73,7 @@ func StartInProcess(t testing.TB, n int, extra ...string) *InProc {
 			"sluice.net=std",
 			"group.initial.rebalance.delay.ms=0",
 			"offsets.topic.num.partitions=3",
-		}, extra...), "\n")
+		}, nodeLines(extra, nd)...), "\n")
 		if _, err := metadata.LoadMetaProperties(nd.DataDir, nd.ID, c.ClusterID); err != nil {
 			t.Fatalf("format node %d: %v", nd.ID, err)
 		}
@@ -216,4 +217,34 @@ func (nd *InProcNode) brokers() int {
 		return -1
 	}
 	return len(m.Brokers)
+}
+
+// nodeLines fills a node's addresses into extra config lines.
+func nodeLines(extra []string, nd *InProcNode) []string {
+	out := make([]string, len(extra))
+	for i, l := range extra {
+		out[i] = strings.NewReplacer("{PLAINTEXT}", nd.Addr, "{CONTROLLER}", nd.ControllerAddr).Replace(l)
+	}
+	return out
+}
+
+// ListenerAddr is the bound address of one of the node's named listeners
+// ("" while stopped).
+func (nd *InProcNode) ListenerAddr(name string) string {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.srv == nil {
+		return ""
+	}
+	return nd.srv.ListenerAddr(name)
+}
+
+// Broker is the node's running broker (nil while stopped).
+func (nd *InProcNode) Broker() *engine.Broker {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.srv == nil {
+		return nil
+	}
+	return nd.srv.Broker
 }

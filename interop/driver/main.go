@@ -109,7 +109,7 @@ func run(o options) (passed bool, err error) {
 		}
 		defer br.kill()
 		log.Printf("broker %s up (pid %d, data %s, log %s)", br.addr, br.cmd.Process.Pid, br.dataDir, br.logPath)
-		env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir, deadline: deadline}
+		env := scenarioEnv{root: root, work: work, bootstrap: br.addr, dataDir: br.dataDir, deadline: deadline, extraEnv: br.secureEnv}
 		results = runMatrix(single, env, br)
 	}
 	if clustered := selectScenarios(clusterMatrix(), o.only); len(clustered) > 0 && o.cluster {
@@ -242,6 +242,7 @@ type broker struct {
 	cmd                    *exec.Cmd // nil while stopped
 	exited                 chan error
 	logFile                *os.File
+	secureEnv              []string // the single node's secure listeners (security.go)
 }
 
 // brokerProperties speeds up group formation (the scenarios form dozens of
@@ -259,8 +260,13 @@ func startBroker(bin, work, logLevel string) (*broker, error) {
 		dataDir: filepath.Join(work, "data"),
 		logPath: filepath.Join(work, "broker.log"),
 	}
+	secure, env, err := secureListeners(work, b.addr)
+	if err != nil {
+		return nil, err
+	}
+	b.secureEnv = env
 	props := filepath.Join(work, "server.properties")
-	if err := os.WriteFile(props, []byte(brokerProperties), 0o644); err != nil {
+	if err := os.WriteFile(props, []byte(brokerProperties+secure), 0o644); err != nil {
 		return nil, err
 	}
 	logFile, err := os.Create(b.logPath)
@@ -353,6 +359,7 @@ type scenarioEnv struct {
 	dataDir               string    // comma-separated for a cluster: one per node
 	clusterID             string    // set for the cluster
 	deadline              time.Time // of the whole matrix
+	extraEnv              []string  // more variables for the scenarios
 }
 
 // runScenario runs a scenario's command (and, for an afterStop scenario,
@@ -414,6 +421,7 @@ func runCommand(sc scenario, argv []string, env scenarioEnv, nodes []*broker, lo
 		"SLUICE_ROOT="+env.root,
 		"INTEROP_WORK="+env.work,
 	)
+	cmd.Env = append(cmd.Env, env.extraEnv...)
 	if env.clusterID != "" {
 		cmd.Env = append(cmd.Env, "SLUICE_CLUSTER_ID="+env.clusterID, "SLUICE_DATA_DIRS="+env.dataDir)
 	}

@@ -133,6 +133,15 @@ func matrix() []scenario {
 				"kafka-transactions describe-producers", "kafka-transactions find-hanging", "kafka-topics delete"},
 		},
 		{
+			id: "java-security", client: "Apache Kafka Java client and CLI over TLS and SASL", version: "4.4.0",
+			table: tableTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.SecurityScenario"),
+			timeout: 4 * time.Minute,
+			caps: []string{"scram user (AlterUserScramCredentials)", "SASL_SSL SCRAM-SHA-512 produce/consume",
+				"SASL_SSL wrong password", "kafka-topics over SASL_SSL (client properties file)",
+				"mTLS produce/consume", "mTLS without a client certificate", "deleted SCRAM user"},
+		},
+		{
 			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
 			table: tableTools, dir: "interop/java",
 			liveArgv:  javaArgv("sluice.interop.DumpLogScenario", "produce"),

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestListenersParse(t *testing.T) {
+	c := DefaultConfig()
+	props := `listeners=INTERNAL://10.0.0.1:9091,SASL_SSL://0.0.0.0:9092,CONTROLLER://10.0.0.1:9192,SSL://:9093
+advertised.listeners=SASL_SSL://kafka1.example.com:9092
+listener.security.protocol.map=INTERNAL:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT,SSL:SSL
+inter.broker.listener.name=INTERNAL
+listener.name.sasl_ssl.ssl.keystore.location=/k.pem
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=x required;
+ssl.keystore.location=/default.pem
+connections.max.reauth.ms=1000
+`
+	unknown, err := c.ApplyProperties(strings.NewReader(props))
+	if err != nil || len(unknown) > 0 {
+		t.Fatalf("unknown %v err %v", unknown, err)
+	}
+	ls, err := c.BrokerListeners()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Listener{
+		{Name: "INTERNAL", Protocol: "PLAINTEXT", Addr: "10.0.0.1:9091"},
+		{Name: "SASL_SSL", Protocol: "SASL_SSL", Addr: "0.0.0.0:9092", Advertised: "kafka1.example.com:9092"},
+		{Name: "SSL", Protocol: "SSL", Addr: ":9093"},
+	}
+	if !reflect.DeepEqual(ls, want) || c.Listen != "10.0.0.1:9091" || c.ControllerListen != "10.0.0.1:9192" {
+		t.Fatalf("listeners %+v listen %q controller %q", ls, c.Listen, c.ControllerListen)
+	}
+	if c.SecurityValue("SASL_SSL", "ssl.keystore.location") != "/k.pem" || c.SecurityValue("SSL", "ssl.keystore.location") != "/default.pem" {
+		t.Fatal("listener overrides")
+	}
+	if got := listenersString(&c); got != "INTERNAL://10.0.0.1:9091,SASL_SSL://0.0.0.0:9092,SSL://:9093,CONTROLLER://10.0.0.1:9192" {
+		t.Fatalf("described listeners %q", got)
+	}
+	eps, err := advertisedEndpoints(&c)
+	if err != nil || eps[0].name != "INTERNAL" || eps[1].host != "kafka1.example.com" || eps[2].host != "localhost" {
+		t.Fatalf("endpoints %+v %v", eps, err)
+	}
+}
+
+func TestListenersRefused(t *testing.T) {
+	for name, props := range map[string]string{
+		"bad address":  "listeners=PLAINTEXT://nohostport",
+		"twice":        "listeners=PLAINTEXT://:1,PLAINTEXT://:2",
+		"bad protocol": "listener.security.protocol.map=X:TLS",
+	} {
+		c := DefaultConfig()
+		if _, err := c.ApplyProperties(strings.NewReader(props)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c := DefaultConfig()
+	c.ApplyProperties(strings.NewReader("listeners=CLIENT://:9092"))
+	if _, err := c.BrokerListeners(); err == nil {
+		t.Error("a listener without a protocol was accepted")
+	}
+	c = DefaultConfig()
+	c.ApplyProperties(strings.NewReader("process.roles=broker,controller\ncontroller.quorum.voters=1@127.0.0.1:9192\nlisteners=SSL://:9093,CONTROLLER://:9192\ninter.broker.listener.name=SSL"))
+	if _, err := c.BrokerListeners(); err == nil {
+		t.Error("a TLS inter-broker listener was accepted in a cluster")
+	}
+	c = DefaultConfig()
+	c.ApplyProperties(strings.NewReader("security.inter.broker.protocol=SASL_SSL"))
+	if _, err := c.BrokerListeners(); err == nil {
+		t.Error("security.inter.broker.protocol=SASL_SSL was accepted")
+	}
+}
+
+// TestReadmeSecurityExample: the README's three-node SASL_SSL config is a
+// valid config of this broker, every key known.
+func TestReadmeSecurityExample(t *testing.T) {
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "# node1.properties (node2, 3: node.id and the addresses change)\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("README's SASL_SSL example not found")
+	}
+	c := DefaultConfig()
+	unknown, err := c.ApplyProperties(strings.NewReader(block))
+	if err != nil || len(unknown) > 0 {
+		t.Fatalf("unknown %v err %v", unknown, err)
+	}
+	ls, err := c.BrokerListeners()
+	if err != nil || len(ls) != 2 || ls[1].Protocol != ProtocolSASLSSL || c.Listen != "10.0.0.1:9091" {
+		t.Fatalf("%+v %v", ls, err)
+	}
+}
