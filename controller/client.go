@@ -389,6 +389,12 @@ func notController(r kmsg.Response) bool {
 		return r.ErrorCode == nc
 	case *kmsg.AlterUserSCRAMCredentialsResponse:
 		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
+	case *kmsg.CreateACLsResponse: // authz.go
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
+	case *kmsg.DeleteACLsResponse:
+		return len(r.Results) > 0 && r.Results[0].ErrorCode == nc
+	case *kmsg.AlterClientQuotasResponse:
+		return len(r.Entries) > 0 && r.Entries[0].ErrorCode == nc
 	case *kmsg.DescribeQuorumResponse:
 		// A controller that does not lead answers its partition
 		// NOT_LEADER_OR_FOLLOWER, as KRaft does; ask the next one.

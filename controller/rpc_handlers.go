@@ -85,6 +85,12 @@ func (cs *connState) serve(req kmsg.Request) kmsg.Response {
 		return cs.listReassignments(req)
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return cs.alterScram(req) // scram.go
+	case *kmsg.CreateACLsRequest: // authz.go
+		return cs.createACLs(req)
+	case *kmsg.DeleteACLsRequest:
+		return cs.deleteACLs(req)
+	case *kmsg.AlterClientQuotasRequest:
+		return cs.alterClientQuotas(req)
 	}
 	return nil
 }

@@ -328,6 +328,8 @@ func (f *fetch) partition(fp *fetchPart) *Partition {
 	switch {
 	case fp.topic == nil && f.version >= 13:
 		fp.err = kerr.UnknownTopicID.Code
+	case f.r.fetchDenied(fetchTopicName(fp), f.replica >= 0): // authz.go
+		fp.err = kerr.TopicAuthorizationFailed.Code
 	case p == nil:
 		fp.err = kerr.UnknownTopicOrPartition.Code
 	case f.replica >= 0 && !p.acceptsFollower(f.replica):

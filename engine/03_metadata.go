@@ -173,7 +173,10 @@ func (m *metadataBuilder) requested() []kmsg.MetadataResponseTopic {
 	seenIDs := make(map[[16]byte]bool)
 	for i := range m.req.Topics {
 		rt := &m.req.Topics[i]
-		if rt.Topic == nil {
+		// By id when the name is null, or empty beside an id: the Java
+		// client leaves the name "" when it asks by id (as Kafka, which
+		// looks up any non-zero id).
+		if rt.Topic == nil || *rt.Topic == "" && rt.TopicID != ([16]byte{}) {
 			if !seenIDs[rt.TopicID] {
 				seenIDs[rt.TopicID] = true
 				out = append(out, m.byID(rt.TopicID))

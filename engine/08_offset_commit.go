@@ -14,6 +14,11 @@ package engine
 //     (UNKNOWN_MEMBER_ID otherwise), and their first commit creates a
 //     "simple" group.
 //
+// A KIP-848 consumer group checks the member id and its member epoch
+// (sent as the generation): UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; the
+// previous epoch passes unless the member is revoking partitions (its
+// commit raced the heartbeat answer that moved it on).
+//
 // A commit with a generation to a group that does not exist is answered
 // ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND from v9, as Kafka 4 does). Per
 // partition: UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist,
@@ -42,12 +47,18 @@ func (b *Broker) handleOffsetCommit(r *Request) {
 	c := commitRequest(r, req)
 	// Unknown topics fail first, whatever the group says (as Kafka's
 	// request layer filters them before the coordinator).
+	shareID := b.isShareGroup(req.Group) // Kafka: "Group g is not a consumer group."
 	for i := range c.Offsets {
-		if b.Topic(c.Offsets[i].Topic) == nil {
+		switch {
+		case b.Topic(c.Offsets[i].Topic) == nil:
 			c.Offsets[i].ErrorCode = kerr.UnknownTopicOrPartition.Code
+		case shareID:
+			c.Offsets[i].ErrorCode = kerr.GroupIDNotFound.Code
 		}
 	}
-	b.groups.Commit(c)
+	if !shareID {
+		b.groups.Commit(c)
+	}
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	k := 0

@@ -8,8 +8,9 @@ package engine
 // partition the group has committed. v8+ batch several groups, each with
 // its own error. RequireStable (v7+) needs no waiting: Sluice has no
 // transactional offset commits, so no offset is ever unstable. v9's member
-// id and epoch belong to KIP-848 groups and are ignored for classic groups
-// (as Kafka does). The only group-level error is NOT_COORDINATOR, for a
+// id and epoch belong to KIP-848 groups; they are not checked (Kafka
+// answers a stale epoch STALE_MEMBER_EPOCH; Sluice answers the offsets).
+// The only group-level error is NOT_COORDINATOR, for a
 // group whose __consumer_offsets partition is not loaded here (never in a
 // single node, which loads every partition before the listener opens, so
 // never COORDINATOR_LOAD_IN_PROGRESS either). v0 (offsets in ZooKeeper)

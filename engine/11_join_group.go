@@ -27,6 +27,7 @@ package engine
 import (
 	"bytes"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/engine/group"
@@ -36,6 +37,10 @@ func init() { register(kmsg.JoinGroup, 0, 9, (*Broker).handleJoinGroup) }
 
 func (b *Broker) handleJoinGroup(r *Request) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
+	if b.isShareGroup(req.Group) { // a share group's id, as Kafka answers it
+		r.Respond(joinResponse(req, group.JoinResult{ErrorCode: kerr.InconsistentGroupProtocol.Code}))
+		return
+	}
 	b.groups.Join(joinRequest(r, req), func(res group.JoinResult) { r.Respond(joinResponse(req, res)) })
 }
 

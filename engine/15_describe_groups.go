@@ -8,7 +8,11 @@ package engine
 // not meaningful). A group that does not exist is described as Dead with
 // no error (GROUP_ID_NOT_FOUND only exists from v6, not served). v3+
 // authorized operations, when asked for, are every group operation (READ,
-// DELETE, DESCRIBE): Sluice has no ACLs.
+// DELETE, DESCRIBE): Sluice has no ACLs. A KIP-848 consumer group is
+// described as Kafka describes one: its state (Empty, Assigning,
+// Reconciling, Stable), protocol type "consumer", its assignor as the
+// protocol, and each member's subscription and assignment in the classic
+// consumer protocol's encoding.
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"

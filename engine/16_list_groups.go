@@ -6,8 +6,8 @@ package engine
 // __consumer_offsets: in a single node, all of them), with its protocol
 // type; v4+ also its state, filtered by StatesFilter when given; v5+ its
 // type, filtered by TypesFilter. Both filters compare case-insensitively,
-// as Kafka does. Every Sluice group is a "classic" group (no KIP-848
-// consumer groups, no share groups).
+// as Kafka does. A group's type is "classic" or "consumer" (KIP-848,
+// whose states are Empty, Assigning, Reconciling and Stable).
 
 import (
 	"strings"
@@ -17,19 +17,14 @@ import (
 
 func init() { register(kmsg.ListGroups, 0, 5, (*Broker).handleListGroups) }
 
-const classicGroupType = "classic"
-
 func (b *Broker) handleListGroups(r *Request) {
 	req := r.Msg.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	resp.Groups = []kmsg.ListGroupsResponseGroup{}
-	if !matchesFilter(req.TypesFilter, classicGroupType) {
-		r.Respond(resp)
-		return
-	}
+	b.listShareGroups(req, resp)
 	for _, g := range b.groups.List() {
-		if matchesFilter(req.StatesFilter, g.State) {
-			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Group, ProtocolType: g.ProtocolType, GroupState: g.State, GroupType: classicGroupType})
+		if matchesFilter(req.StatesFilter, g.State) && matchesFilter(req.TypesFilter, g.Type) {
+			resp.Groups = append(resp.Groups, kmsg.ListGroupsResponseGroup{Group: g.Group, ProtocolType: g.ProtocolType, GroupState: g.State, GroupType: g.Type})
 		}
 	}
 	r.Respond(resp)

@@ -16,7 +16,11 @@ func (b *Broker) handleDeleteGroups(r *Request) {
 	req := r.Msg.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	for _, name := range req.Groups {
-		resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: name, ErrorCode: b.groups.DeleteGroup(name)})
+		code, share := b.deleteShareGroup(name)
+		if !share {
+			code = b.groups.DeleteGroup(name)
+		}
+		resp.Groups = append(resp.Groups, kmsg.DeleteGroupsResponseGroup{Group: name, ErrorCode: code})
 	}
 	r.Respond(resp)
 }

@@ -30,6 +30,7 @@ type Broker struct {
 	metrics *Metrics
 
 	groups *groupCoordinator // consumer groups and committed offsets (groups.go)
+	share  *shareBroker      // share groups (share.go)
 	txns   *txnCoordinator   // transactional ids and their transactions (txns.go)
 
 	peers       peerClients        // requests to other brokers: markers, verification (txn_peers.go)
@@ -44,6 +45,9 @@ type Broker struct {
 	// dynamic holds the dynamic broker configs and the effective config
 	// they lead to (dynconfig.go); replaced at image changes.
 	dynamic atomic.Pointer[brokerConfigs]
+
+	authz  authzState // ACLs (authz.go)
+	quotas quotaState // client quotas and throttling (quota.go)
 
 	closing   chan struct{} // closed when Close starts
 	closeOnce sync.Once
@@ -77,6 +81,7 @@ func NewInCluster(cfg Config, log *slog.Logger, link ControllerLink) (*Broker, e
 		return nil, err
 	}
 	b.replicas = newReplicaManager(cfg, log)
+	b.initAuthz() // authz.go
 	if err := b.openStore(link); err != nil {
 		b.replicas.close()
 		return nil, err
@@ -123,8 +128,15 @@ func (b *Broker) startSubsystems() error {
 	b.pids = newProducerIDManager(b.allocateProducerIDs)
 	if b.cluster != nil {
 		b.groups = newClusterGroupCoordinator(b)
-	} else if b.groups, err = newGroupCoordinator(b); err != nil {
-		return err
+		b.share = newShareBroker(b)
+	} else {
+		if b.groups, err = newGroupCoordinator(b); err != nil {
+			return err
+		}
+		b.share = newShareBroker(b)
+		if err := b.share.loadLocal(); err != nil {
+			return err
+		}
 	}
 	b.txns, err = newTxnCoordinator(b)
 	return err
@@ -154,6 +166,7 @@ func (b *Broker) Close() error {
 		b.wg.Wait()
 		b.waiters.close()
 		b.groups.close()
+		b.share.close()
 		b.txns.Close()
 		b.peers.close()
 		err = cmp.Or(b.closeTopics(), b.meta.store.Close())

@@ -135,12 +135,12 @@ func (l *clusterLink) allocateProducerIDs(size int64) (int64, error) {
 }
 
 // clusterTopicRequest is the CreateTopics entry of a topic the broker
-// creates itself (auto-creation, __consumer_offsets): partitions and the
+// creates itself (auto-creation, __consumer_offsets, __share_group_state): partitions and the
 // configured replication factor.
 func (b *Broker) clusterTopicRequest(name string, partitions int32) kmsg.CreateTopicsRequestTopic {
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, int16(b.cfg.DefaultReplicationFactor)
-	if name == offsetsTopic || name == txnStateTopic {
+	if name == offsetsTopic || name == shareStateTopic || name == txnStateTopic { // Kafka: share.coordinator.state.topic.replication.factor, default 3
 		live := 0
 		for _, br := range b.image().Brokers() {
 			if br.Eligible() {

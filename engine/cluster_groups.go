@@ -22,6 +22,7 @@ func newClusterGroupCoordinator(b *Broker) *groupCoordinator {
 // syncGroups loads the offsets partitions this broker leads in img and
 // unloads the others. The caller holds meta.mu.
 func (b *Broker) syncGroups(img metadata.Image) {
+	defer b.syncShare(img)
 	ti, t := img.Topic(offsetsTopic), b.Topic(offsetsTopic)
 	if b.groups == nil || ti == nil || t == nil {
 		return

@@ -59,6 +59,7 @@ type Config struct {
 	GroupMaxSize               int32         // group.max.size
 	OffsetsTopicPartitions     int32         // offsets.topic.num.partitions
 	OffsetsTopicSegmentBytes   int64         // offsets.topic.segment.bytes
+	ShareStateTopicPartitions  int32         // share.coordinator.state.topic.num.partitions
 	OffsetsRetention           time.Duration // offsets.retention.minutes
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
@@ -104,12 +105,22 @@ type Config struct {
 	// (group.consumer.*, group.share.*, group.streams.*: defaults and
 	// bounds of GROUP resource configs), in the order of groupBrokerSpecs.
 	GroupProtocolKeys [numGroupBrokerInts]int64
+	// GroupConsumerAssignors is group.consumer.assignors: the server-side
+	// assignors consumer groups may use, the first the default.
+	GroupConsumerAssignors string
+	// GroupConsumerMigrationPolicy is group.consumer.migration.policy:
+	// online conversions between classic and consumer groups.
+	GroupConsumerMigrationPolicy string
 
 	// Net and NetLoops choose the network backend (sluice.net: auto, uring,
 	// epoll or std) and its event loops (sluice.net.loops, 0 for one per
 	// core). cmd/sluice reads them; the engine never touches a socket.
 	Net      string
 	NetLoops int
+
+	// Authz is authorization, client quotas and connection limits
+	// (authz.go, configkeys_authz.go).
+	Authz AuthzConfig
 }
 
 // DefaultConfig returns the embedded defaults that `sluice serve` runs

@@ -315,7 +315,9 @@ var configKeys = append([]configKey{
 	ignored("num.recovery.threads.per.data.dir", typeInt),
 	ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
-}, groupBrokerKeys()...)
+	{name: "share.coordinator.state.topic.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __share_group_state",
+		field: func(c *Config) any { return &c.ShareStateTopicPartitions }},
+}, append(groupBrokerKeys(), authzKeys()...)...)
 
 // throttledReplicasKey is a topic's list of throttled replicas, checked
 // as Kafka's ThrottledReplicaListValidator does.

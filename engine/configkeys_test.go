@@ -23,7 +23,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
-		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, OffsetsRetention: 7 * 24 * time.Hour,
+		OffsetsTopicPartitions: 50, OffsetsTopicSegmentBytes: 100 << 20, ShareStateTopicPartitions: 50, OffsetsRetention: 7 * 24 * time.Hour,
 		MaxIncrementalFetchSessions: 1000, Net: "auto",
 		// The cluster's keys, Kafka's defaults; without voters they change
 		// nothing of a single node.
@@ -40,10 +40,15 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		Listeners:    []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
 		ProtocolMap:  map[string]string{"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL"},
 		listenersRaw: "PLAINTEXT://localhost:9092", protocolMapRaw: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		// Authorization, quotas and connection limits (configkeys_authz.go).
+		Authz: AuthzConfig{MaxConnections: math.MaxInt32, MaxConnectionsPerIP: math.MaxInt32, MaxConnectionCreateRate: math.MaxInt32,
+			QuotaWindowNum: 11, QuotaWindowSeconds: 1},
 	}
 	for i, s := range groupBrokerSpecs {
 		want.GroupProtocolKeys[i] = atoi(s.def)
 	}
+	want.GroupConsumerAssignors = "uniform,range"
+	want.GroupConsumerMigrationPolicy = "bidirectional"
 	if got := DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("DefaultConfig:\n got %+v\nwant %+v", got, want)
 	}
@@ -170,6 +175,11 @@ func TestBoundsAsBefore(t *testing.T) {
 		"transaction.state.log.segment.bytes": {1, i32}, "transaction.max.timeout.ms": {1, i32},
 		"transactional.id.expiration.ms": {1, i32}, "transaction.abort.timed.out.transaction.cleanup.interval.ms": {1, i32},
 		"transaction.remove.expired.transaction.cleanup.interval.ms": {1, i32}, "sluice.transaction.version": {1, 2},
+		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
+		"max.connections": {0, i32}, "max.connections.per.ip": {0, i32}, "max.connection.creation.rate": {0, i32},
+		"quota.window.num": {1, i32}, "quota.window.size.seconds": {1, i32},
+		// Share groups' coordinator (Kafka's range).
+		"share.coordinator.state.topic.num.partitions": {1, 10000},
 	}
 	// The group protocols' broker keys, Kafka 4.4's ranges (groupconfig.go).
 	for _, s := range groupBrokerSpecs {

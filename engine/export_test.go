@@ -24,3 +24,16 @@ func CommitRecords(b *Broker, recs ...metadata.Record) error {
 	defer b.meta.mu.Unlock()
 	return b.commitLocked(recs...)
 }
+
+// SetTestPrincipal makes every connection's principal "User:" + the
+// client id of its requests (User:ANONYMOUS without one), for tests of
+// the authorizer before listeners authenticate; the cleanup undoes it.
+func SetTestPrincipal(t interface{ Cleanup(func()) }) {
+	testPrincipal = func(clientID string) string {
+		if clientID == "" {
+			return AnonymousPrincipal
+		}
+		return "User:" + clientID
+	}
+	t.Cleanup(func() { testPrincipal = nil })
+}

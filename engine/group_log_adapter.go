@@ -22,15 +22,20 @@ import (
 )
 
 // groupLog is a group.PartitionLog over one partition of
-// __consumer_offsets or __transaction_state.
-type groupLog struct {
-	p *Partition
-	// openTxn receives, at the end of a replay, each record of a
-	// transaction with no marker yet (nil: they are dropped). Records of
-	// committed transactions are replayed at their marker, those of
-	// aborted ones never.
+// __consumer_offsets or __transaction_state. Its replay gives records of
+// committed transactions at their marker, never those of aborted ones,
+// and drops those of transactions still open (offsetsLog keeps them).
+type groupLog struct{ p *Partition }
+
+// offsetsLog is the group coordinator's groupLog: openTxn receives, at
+// the end of a replay, each record of a transaction with no marker yet.
+type offsetsLog struct {
+	groupLog
 	openTxn func(producerID int64, key, value []byte) error
 }
+
+// Replay is groupLog's, giving the open transactions' records to openTxn.
+func (l offsetsLog) Replay(fn func(key, value []byte) error) error { return l.replay(fn, l.openTxn) }
 
 // groupWriteTimeout bounds how long a coordinator write waits for the ISR
 // (Kafka's offsets.commit.timeout.ms default).
@@ -67,7 +72,9 @@ func writesGroupLog(key int16) bool {
 	case kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
 		kmsg.DeleteGroups, kmsg.OffsetDelete, kmsg.TxnOffsetCommit,
 		// and __transaction_state, or wait for markers to replicate
-		kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.WriteTxnMarkers:
+		kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.WriteTxnMarkers,
+		kmsg.ShareGroupHeartbeat, kmsg.ShareFetch, kmsg.ShareAcknowledge, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets,
+		kmsg.InitializeShareGroupState, kmsg.WriteShareGroupState, kmsg.DeleteShareGroupState:
 		return true
 	}
 	return false
@@ -104,16 +111,18 @@ func awaitHighWatermark(p *Partition, end int64) error {
 // Replay feeds every record of the partition, in log order, to fn. A batch
 // it cannot decode stops the replay with an error: skipping it could
 // resurrect deleted offsets.
-func (l groupLog) Replay(fn func(key, value []byte) error) error {
+func (l groupLog) Replay(fn func(key, value []byte) error) error { return l.replay(fn, nil) }
+
+func (l groupLog) replay(fn func(key, value []byte) error, openTxn func(producerID int64, key, value []byte) error) error {
 	var scratch []byte
 	txns := newReplayTxns()
 	err := l.p.scan(replayReadSize, func(b []byte) (int64, error) { return replayBatches(b, &scratch, txns, fn) })
-	if err != nil || l.openTxn == nil {
+	if err != nil || openTxn == nil {
 		return err
 	}
 	for pid, kvs := range txns.open {
 		for _, kv := range kvs {
-			if err := l.openTxn(pid, kv.key, kv.value); err != nil {
+			if err := openTxn(pid, kv.key, kv.value); err != nil {
 				return err
 			}
 		}

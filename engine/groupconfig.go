@@ -93,13 +93,21 @@ const numGroupBrokerInts = len(groupBrokerSpecs)
 // broker keys: the Int ones above, and the assignor lists (Sluice runs
 // with Kafka's defaults).
 func groupBrokerKeys() []configKey {
-	rows := make([]configKey, 0, numGroupBrokerInts+2)
+	rows := make([]configKey, 0, numGroupBrokerInts+4)
 	for i := range groupBrokerSpecs {
 		s := &groupBrokerSpecs[i]
 		rows = append(rows, configKey{name: s.name, typ: typeInt, def: s.def, min: s.min, max: s.max, doc: s.doc,
 			field: func(c *Config) any { return &c.GroupProtocolKeys[i] }})
 	}
 	return append(rows,
+		configKey{name: "group.consumer.assignors", typ: typeList, def: "uniform,range",
+			oneOf: []string{"uniform", "range", consumerUniformClass, consumerRangeClass},
+			doc:   "server-side assignors of consumer groups, the first the default; a member may ask for another",
+			field: func(c *Config) any { return &c.GroupConsumerAssignors }},
+		configKey{name: "group.consumer.migration.policy", typ: typeString, def: "bidirectional",
+			oneOf: []string{"bidirectional", "upgrade", "downgrade", "disabled"},
+			doc:   "online conversion of a classic group to a consumer group (upgrade) and back (downgrade)",
+			field: func(c *Config) any { return &c.GroupConsumerMigrationPolicy }},
 		configKey{name: "group.streams.assignors", typ: typeList, def: "sticky", use: useFixedAccepted,
 			doc: "task assignors of streams groups; streams.assignor.name picks one"},
 		configKey{name: "group.streams.rack.aware.assignment.tags", typ: typeList, use: useFixedAccepted,

@@ -34,6 +34,7 @@ func (b *Broker) groupConfig(partitions int32) group.Config {
 		MaxSize:               cfg.GroupMaxSize,
 		OffsetsRetention:      cfg.OffsetsRetention,
 		Log:                   b.log,
+		Consumer:              b.consumerGroupConfig(),
 	}
 }
 
@@ -82,8 +83,8 @@ func (c *groupCoordinator) close() { c.Close() }
 
 // offsetsLog is the group coordinator's view of offsets partition p,
 // giving back the offsets of transactions still open at a load.
-func (c *groupCoordinator) offsetsLog(p *Partition) groupLog {
-	return groupLog{p: p, openTxn: func(pid int64, key, value []byte) error {
+func (c *groupCoordinator) offsetsLog(p *Partition) offsetsLog {
+	return offsetsLog{groupLog{p}, func(pid int64, key, value []byte) error {
 		return c.RestoreTxnOffset(p.Index, pid, key, value)
 	}}
 }

@@ -222,6 +222,17 @@ func TestMetadataByTopicID(t *testing.T) {
 	if rt := resp.Topics[1]; rt.ErrorCode != kerr.UnknownTopicID.Code || rt.Topic != nil {
 		t.Errorf("unknown id: %+v", rt)
 	}
+	// The Java client asks by id with an empty name, not a null one (it
+	// did for a KIP-848 consumer's regex subscription, and was answered
+	// INVALID_TOPIC_EXCEPTION for "").
+	emptyName := kmsg.NewMetadataRequestTopic()
+	emptyName.Topic, emptyName.TopicID = kmsg.StringPtr(""), id
+	req.Topics = []kmsg.MetadataRequestTopic{emptyName}
+	resp = adminRaw(t, tb.Addr, req).(*kmsg.MetadataResponse)
+	if rt := resp.Topics[0]; rt.ErrorCode != 0 || rt.Topic == nil || *rt.Topic != "by-id" {
+		t.Errorf("empty name beside an id: %+v", rt)
+	}
+	req.Topics = []kmsg.MetadataRequestTopic{known, unknown}
 	// v10-11 cannot look topics up by id.
 	req.Version = 10
 	resp = adminRaw(t, tb.Addr, req).(*kmsg.MetadataResponse)

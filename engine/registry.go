@@ -107,6 +107,7 @@ func (b *Broker) syncPartitions(img metadata.Image) error {
 	// Metadata answers cached before this change are stale after it.
 	defer b.mdCache.invalidate()
 	b.applyBrokerConfigs(img) // dynconfig.go: topic defaults first
+	b.applyAuthz(img)         // authz.go: ACLs and quotas
 	old := b.hosted.load()
 	var added []*metadata.TopicImage
 	var errs []error
@@ -367,6 +368,7 @@ func (b *Broker) removeTopics(gone []*Topic) error {
 		if b.groups != nil {
 			b.groups.topicDeleted(t.Name) // committed offsets go with the topic, as in Kafka
 		}
+		b.share.topicDeleted(t.ID)
 		b.log.Info("deleted topic", "topic", t.Name)
 	}
 	return cmp.Or(errs...)

@@ -52,6 +52,7 @@ type Request struct {
 	broker *Broker
 	done   func(*Response)
 	frame  frameWriter
+	authz  requestAuthz // authz.go
 }
 
 var errMalformed = errors.New("malformed request")
@@ -125,6 +126,9 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 	}
 	r.Msg = msg
 	b.metrics.requestStarted(a)
+	if !b.admit(r) { // authz.go: ACLs
+		return
+	}
 	if b.cluster != nil && writesGroupLog(r.Key) {
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
@@ -133,7 +137,9 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		b.serveTxnProduce(r, a) // txn_verify.go
 		return
 	}
+	r.authz.inline.Store(true) // quota.go: request_percentage counts inline answers
 	b.serve(r, a)
+	r.authz.inline.Store(false)
 }
 
 func (b *Broker) serve(r *Request, a *api) {
@@ -175,9 +181,16 @@ func skipTags(b []byte) ([]byte, error) {
 // the request.
 func (r *Request) Respond(resp kmsg.Response) {
 	resp.SetVersion(r.Version)
+	if r.authz.post != nil {
+		r.authz.post(resp) // authz.go: denied resources back in, hidden ones out
+	}
+	mute := r.throttleResponse(resp) // quota.go
 	w := r.beginResponse(resp.IsFlexible())
 	w.r.buf = resp.AppendTo(w.r.buf)
-	r.finish(w.finish())
+	out := w.finish()
+	out.Mute = mute
+	r.authz.viaRespond = true
+	r.finish(out)
 }
 
 // beginResponse starts a response frame with its header; handlers that
@@ -203,6 +216,9 @@ func (r *Request) closeConn() {
 }
 
 func (r *Request) finish(resp *Response) {
+	if !r.authz.viaRespond {
+		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
+	}
 	r.broker.metrics.requestDone(r, resp)
 	r.done(resp)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/sluice-broker/sluice/storage"
 )
@@ -25,6 +26,10 @@ type Response struct {
 	Parts []Part
 	Size  int64
 	Close bool
+	// Mute asks the network layer to serve the connection's next request
+	// no sooner than this after the response (a client quota's throttle,
+	// quota.go).
+	Mute time.Duration
 
 	buf []byte // pooled backing array of the in-memory parts
 }
@@ -42,6 +47,7 @@ func newResponse() *Response {
 	r.Parts = r.Parts[:0]
 	r.Size = 0
 	r.Close = false
+	r.Mute = 0
 	return r
 }
 

@@ -42,6 +42,7 @@ type builder struct {
 	ownBrokers         bool
 	ownTopics          map[[16]byte]bool       // TopicImages copied by this batch
 	ownResourceConfigs map[ConfigResource]bool // per-resource maps copied by this batch
+	ownACLs, ownQuotas bool                    // authz.go
 }
 
 func invalid(format string, args ...any) error {
@@ -80,6 +81,12 @@ func (b *builder) apply(r Record) error {
 		return b.changeBroker(r.BrokerID, r.BrokerEpoch, r.Fenced, r.InControlledShutdown)
 	case PartitionChangeRecord:
 		return b.partitionChange(r)
+	case AccessControlEntryRecord:
+		return b.addACL(r)
+	case RemoveAccessControlEntryRecord:
+		return b.removeACL(r)
+	case ClientQuotaRecord:
+		return b.clientQuota(r)
 	}
 	return invalid("unknown record %T", r)
 }

@@ -31,6 +31,10 @@ type Image struct {
 	// brokers holds every registered broker by id. Invariant: each value's
 	// ID is its key.
 	brokers map[int32]BrokerImage
+	// acls holds every ACL by its id; quotas every client-quota entity's
+	// keys (authz.go). Invariant: no quota map is empty.
+	acls   map[[16]byte]ACL
+	quotas map[QuotaEntity]map[string]float64
 }
 
 // TopicImage is one topic. Read-only, like everything an Image returns.
@@ -118,7 +122,8 @@ func (img Image) FeatureLevel(name string) (int16, bool) {
 // IsEmpty reports whether no record has changed the image.
 func (img Image) IsEmpty() bool {
 	return img.clusterID == "" && len(img.scram) == 0 && len(img.topics) == 0 && len(img.configs) == 0 &&
-		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0
+		img.producerIDs == (ProducerIDsImage{}) && len(img.features) == 0 && len(img.brokers) == 0 &&
+		len(img.acls) == 0 && len(img.quotas) == 0
 }
 
 // Records returns records that rebuild the image when applied to an empty
@@ -143,6 +148,7 @@ func (img Image) Records() []Record {
 		}
 	}
 	out = append(out, img.configRecords()...)
+	out = append(out, img.authzRecords()...)
 	if img.producerIDs != (ProducerIDsImage{}) {
 		out = append(out, img.producerIDs.record())
 	}

@@ -57,6 +57,12 @@ func (t RecordType) String() string {
 		return "BrokerRegistrationChangeRecord"
 	case PartitionChangeRecordType:
 		return "PartitionChangeRecord"
+	case AccessControlEntryRecordType:
+		return "AccessControlEntryRecord"
+	case RemoveAccessControlEntryRecordType:
+		return "RemoveAccessControlEntryRecord"
+	case ClientQuotaRecordType:
+		return "ClientQuotaRecord"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -323,6 +329,12 @@ func (d *decoder) body(typ RecordType, version uint8) Record {
 			Fenced: int8(d.u8()), InControlledShutdown: int8(d.u8())}
 	case PartitionChangeRecordType:
 		return d.partitionChange()
+	case AccessControlEntryRecordType:
+		return d.accessControlEntry()
+	case RemoveAccessControlEntryRecordType:
+		return RemoveAccessControlEntryRecord{ID: d.uuid()}
+	case ClientQuotaRecordType:
+		return d.clientQuota()
 	}
 	return nil
 }

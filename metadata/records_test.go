@@ -34,6 +34,11 @@ func sampleRecords() []Record {
 		PartitionChangeRecord{TopicID: id, Partition: 0, Leader: NoLeaderChange, ISR: []int32{1, 2}},
 		PartitionChangeRecord{TopicID: id, Partition: 2, Leader: 4, ISR: []int32{4}, Replicas: []int32{4, 5},
 			AddingReplicas: []int32{}, RemovingReplicas: []int32{5}},
+		AccessControlEntryRecord{ID: id, ACL: ACL{ResourceType: 2, ResourceName: "orders", PatternType: 4, Principal: "User:alice", Host: "*", Operation: 3, Permission: 3}},
+		RemoveAccessControlEntryRecord{ID: id},
+		ClientQuotaRecord{Entity: QuotaEntity{User: EntityName{Kind: EntityNamed, Name: "alice"}, ClientID: EntityName{Kind: EntityDefault}},
+			Key: "producer_byte_rate", Value: 1048576},
+		ClientQuotaRecord{Entity: QuotaEntity{IP: EntityName{Kind: EntityDefault}}, Key: "connection_creation_rate", Remove: true},
 	}
 }
 

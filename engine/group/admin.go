@@ -37,6 +37,9 @@ func (c *Coordinator) Describe(name string) Description {
 		return d
 	}
 	defer g.unlock()
+	if g.cons != nil {
+		return g.describeConsumerAsClassic()
+	}
 	d.State = g.state.String()
 	d.ProtocolType = g.protocolType
 	stable := g.state == groupStable
@@ -62,13 +65,14 @@ type Listing struct {
 	Group        string
 	ProtocolType string
 	State        string
+	Type         string // TypeClassic or TypeConsumer
 }
 
 // List lists the live groups coordinated here, sorted by name.
 func (c *Coordinator) List() []Listing {
 	var out []Listing
 	c.eachGroup(func(g *group) {
-		out = append(out, Listing{Group: g.name, ProtocolType: g.protocolType, State: g.state.String()})
+		out = append(out, g.listing())
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out
@@ -96,7 +100,7 @@ func (g *group) deleteGroup() int16 {
 	for tp := range g.offsets {
 		recs = append(recs, offsetCommitRecord(g.name, tp, nil))
 	}
-	recs = append(recs, offsetsRecord{key: groupMetadataKey(g.name)})
+	recs = append(recs, g.metadataTombstones()...)
 	if err := g.append(recs); err != nil {
 		g.c.log.Error("deleting group failed", "group", g.name, "err", err)
 		return appendErrorCode(err, false)

@@ -25,6 +25,9 @@ type Config struct {
 	RetentionCheckInterval time.Duration // 0: DefaultRetentionCheckInterval
 	Clock                  Clock         // nil: RealClock
 	Log                    *slog.Logger  // nil: slog.Default()
+
+	// Consumer configures consumer-protocol groups (consumer.go).
+	Consumer ConsumerConfig
 }
 
 // Coordinator owns the groups of the __consumer_offsets partitions loaded

@@ -1,5 +1,7 @@
-// Package group is the classic group coordinator: consumer groups
-// (JoinGroup / SyncGroup / Heartbeat / LeaveGroup) and committed offsets.
+// Package group is the group coordinator: classic groups (JoinGroup /
+// SyncGroup / Heartbeat / LeaveGroup), KIP-848 consumer-protocol groups
+// (ConsumerGroupHeartbeat, consumer*.go, assignors in assign.go) and
+// committed offsets.
 //
 // It is a state machine with its I/O at the edges. Time comes from a Clock
 // (a FakeClock in tests), its log is a PartitionLog per partition of
@@ -44,4 +46,8 @@
 //	log.go          records of __consumer_offsets, writing them
 //	load.go         LoadPartition's replay
 //	clock.go        Clock, the real one and a fake one
+//	consumer*.go    consumer-protocol groups: heartbeat, reconciliation,
+//	                lifecycle and timers, records (keys 3-8), replay,
+//	                describe, migration to and from classic groups
+//	assign.go       the uniform and range server-side assignors
 package group

@@ -80,7 +80,7 @@ func decodeBatch(b []byte) ([]offsetsRecord, error) {
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	clock *FakeClock
 	c     *Coordinator
 	logs  []*memLog
@@ -88,7 +88,7 @@ type harness struct {
 
 const testPartitions = 4
 
-func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
+func newHarness(t testing.TB, mutate ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: NewFakeClock(epoch)}
 	cfg := Config{
@@ -241,7 +241,7 @@ func (h *harness) wantState(group, state string, members int) {
 	}
 }
 
-func wantCode(t *testing.T, what string, got int16, want *kerr.Error) {
+func wantCode(t testing.TB, what string, got int16, want *kerr.Error) {
 	t.Helper()
 	var w int16
 	if want != nil {

@@ -79,6 +79,13 @@ func (c *Coordinator) Join(req *JoinRequest, done func(JoinResult)) {
 		fail(m.code(kerr.UnknownMemberID.Code, closing))
 		return
 	}
+	if code, served := g.joinConsumerGroup(req, done); served || code != 0 {
+		g.unlock()
+		if code != 0 {
+			fail(code)
+		}
+		return
+	}
 	if req.MemberID == "" {
 		g.joinNew(req, done)
 	} else {
@@ -312,7 +319,11 @@ func (c *Coordinator) Sync(req *SyncRequest, done func(SyncResult)) {
 		fail(m.code(kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code))
 		return
 	}
-	g.sync(req, done)
+	if g.cons != nil {
+		g.classicSync(req, done)
+	} else {
+		g.sync(req, done)
+	}
 	g.unlock()
 }
 
@@ -405,6 +416,9 @@ func (c *Coordinator) Heartbeat(groupID, memberID, instanceID string, generation
 		return why.code(kerr.UnknownMemberID.Code, kerr.UnknownMemberID.Code)
 	}
 	defer g.unlock()
+	if g.cons != nil {
+		return g.classicHeartbeat(memberID, instanceID, generation)
+	}
 	if code := g.checkMember(memberID, instanceID); code != 0 {
 		return code
 	}
@@ -445,7 +459,11 @@ func (c *Coordinator) Leave(groupID string, leaving []Leaving) []int16 {
 		return codes
 	}
 	for i, l := range leaving {
-		codes[i] = g.leave(l)
+		if g.cons != nil {
+			codes[i] = g.classicLeave(l)
+		} else {
+			codes[i] = g.leave(l)
+		}
 	}
 	g.unlock()
 	return codes

@@ -26,6 +26,7 @@ var errBadRecord = errors.New("malformed __consumer_offsets record")
 type loadedGroup struct {
 	meta    *kmsg.GroupMetadataValue // nil: none, or tombstoned
 	offsets map[offsetTP]*committedOffset
+	cons    *loadedConsumer // consumer-protocol records (consumer_load.go)
 }
 
 // LoadPartition replays partition p of __consumer_offsets from log and
@@ -90,8 +91,8 @@ func (c *Coordinator) Loaded(p int32) bool {
 }
 
 // loadRecord applies one record of __consumer_offsets. Key versions 0 and
-// 1 are offset commits, 2 group metadata; newer coordinators' record types
-// (KIP-848 groups, share groups) are not Sluice's and are skipped.
+// 1 are offset commits, 2 group metadata, 3-8 consumer-protocol groups;
+// other record types (share groups, streams groups) are skipped.
 func loadRecord(loaded map[string]*loadedGroup, key, value []byte) error {
 	get := func(name string) *loadedGroup {
 		lg := loaded[name]
@@ -129,6 +130,8 @@ func loadRecord(loaded map[string]*loadedGroup, key, value []byte) error {
 			return err
 		}
 		lg.meta = v
+	case keyCGMetadata, keyCGPartitionMetadata, keyCGMemberMetadata, keyCGTargetMetadata, keyCGTargetMember, keyCGCurrentAssignment:
+		return loadConsumerRecord(loaded, key, value)
 	}
 	return nil
 }
@@ -162,13 +165,17 @@ func loadOffset(lg *loadedGroup, tp offsetTP, value []byte) error {
 
 // build makes the group the records describe; nil if nothing is left of it.
 func (lg *loadedGroup) build(c *Coordinator, p *partition, name string, now time.Time) *group {
-	if lg.meta == nil && len(lg.offsets) == 0 {
+	hasCons := lg.cons != nil && lg.cons.exists
+	if lg.meta == nil && len(lg.offsets) == 0 && !hasCons {
 		return nil
 	}
 	g := newGroup(c, p, name, now)
 	g.offsets = lg.offsets
 	if lg.meta != nil {
 		g.restore(lg.meta)
+	}
+	if hasCons && len(g.members) == 0 {
+		g.restoreConsumer(lg.cons, now)
 	}
 	return g
 }

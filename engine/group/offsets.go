@@ -121,6 +121,9 @@ func stageCommit(req *CommitRequest) []stagedOffset {
 // (Kafka's rules: a commit without generation and member is accepted only
 // while the group is Empty).
 func (g *group) checkCommit(generation int32, memberID, instanceID string) int16 {
+	if g.cons != nil {
+		return g.checkConsumerCommit(generation, memberID)
+	}
 	if generation < 0 && g.state == groupEmpty {
 		return 0
 	}
@@ -336,7 +339,7 @@ func (g *group) expire(now time.Time) {
 		recs = append(recs, offsetCommitRecord(g.name, tp, nil))
 	}
 	if dead {
-		recs = append(recs, offsetsRecord{key: groupMetadataKey(g.name)})
+		recs = append(recs, g.metadataTombstones()...)
 	}
 	if err := g.append(recs); err != nil {
 		g.c.log.Error("expiring offsets failed", "group", g.name, "err", err)

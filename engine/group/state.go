@@ -93,6 +93,10 @@ type group struct {
 
 	offsets map[offsetTP]*committedOffset
 
+	// cons is set for a consumer-protocol group (consumer.go); nil for a
+	// classic one.
+	cons *consumerGroup
+
 	out []func() // completions to run once mu is released
 }
 
@@ -158,6 +162,7 @@ func (g *group) transition(s groupState) {
 // markDead ends the group: it leaves the coordinator's map, and any later
 // lookup creates a fresh one.
 func (g *group) markDead() {
+	g.stopConsumer()
 	g.stopTimer()
 	for _, t := range g.pending {
 		t.Stop()
@@ -172,6 +177,7 @@ func (g *group) markDead() {
 // the lock do nothing.
 func (g *group) unload() {
 	g.state = groupDead
+	g.stopConsumer()
 	g.stopTimer()
 	for _, t := range g.pending {
 		t.Stop()

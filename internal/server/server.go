@@ -90,7 +90,13 @@ func Start(o Options) (*Server, error) {
 	if o.NetTune != nil {
 		o.NetTune(&netOpts)
 	}
-	h := &handler{b: b, listeners: map[string]*listenerSec{}}
+	limits, err := newConnLimiter(cfg.Authz) // connlimit.go
+	if err != nil {
+		closeListeners(lss)
+		b.Close()
+		return nil, err
+	}
+	h := &handler{b: b, listeners: map[string]*listenerSec{}, limits: limits, log: o.Logger}
 	for _, l := range lss {
 		h.listeners[l.Name] = l
 	}
@@ -236,12 +242,22 @@ type handler struct {
 	b         *engine.Broker
 	listeners map[string]*listenerSec // by name
 	nextID    atomic.Uint64
+	limits    *connLimiter // connlimit.go
+	log       *slog.Logger
 }
 
 func (h *handler) Open(info netpoll.ConnInfo) netpoll.ConnHandler {
+	ip := ipOf(info.Remote)
+	if ok, why := h.limits.admit(ip, time.Now()); !ok {
+		if h.log != nil {
+			h.log.Debug("refusing connection", "remote", info.Remote.String(), "limit", why)
+		}
+		return refused{}
+	}
 	s := &engine.Session{ID: h.nextID.Add(1), Remote: info.Remote.String(), Listener: info.Listener, Principal: engine.AnonymousPrincipal}
 	c := &conn{b: h.b, s: s}
 	c.done = c.complete
+	c.release = func() { h.limits.release(ip) }
 	if l := h.listeners[info.Listener]; l != nil {
 		if l.Protocol == engine.ProtocolSSL && info.TLS != nil && len(info.TLS.PeerCertificates) > 0 {
 			s.Principal = l.mapper.Principal(info.TLS.PeerCertificates[0])
@@ -266,6 +282,12 @@ type conn struct {
 	auth  *saslConn // SASL listeners (auth.go)
 	reply func(netpoll.Reply)
 	done  func(*engine.Response) // c.complete, bound once
+	// release uncounts the connection (connlimit.go).
+	release func()
+	// mutedUntil (unix ns) is when a throttled connection may be served
+	// again (a client quota's Response.Mute): its next request waits
+	// until then, as Kafka mutes the channel.
+	mutedUntil atomic.Int64
 }
 
 func (c *conn) Serve(frame []byte, reply func(netpoll.Reply)) {
@@ -281,6 +303,12 @@ func (c *conn) Serve(frame []byte, reply func(netpoll.Reply)) {
 		}
 		if len(frame) < 2 || !a.admit(int16(binary.BigEndian.Uint16(frame)), time.Now()) {
 			reply(closeNow)
+			return
+		}
+	}
+	if until := c.mutedUntil.Load(); until != 0 {
+		if d := time.Until(time.Unix(0, until)); d > 0 {
+			time.AfterFunc(d, func() { c.b.Handle(c.s, frame, c.done) })
 			return
 		}
 	}
@@ -310,7 +338,14 @@ func (c *conn) complete(r *engine.Response) {
 		c.reply(nil)
 		return
 	}
+	if r.Mute > 0 {
+		c.mutedUntil.Store(time.Now().Add(r.Mute).UnixNano())
+	}
 	c.reply(r)
 }
 
-func (c *conn) Closed() { c.b.Metrics().ConnClosed() }
+func (c *conn) Closed() {
+	c.release()
+	c.b.Metrics().ConnClosed()
+	c.b.ConnectionClosed(c.s)
+}

@@ -168,14 +168,20 @@ func (f *franz) consume(ctx context.Context, topic string, n int) ([]record, err
 
 type franzMember struct{ cl *kgo.Client }
 
-func (f *franz) strategies() []string { return []string{"eager", "cooperative"} }
+func (f *franz) strategies() []string { return []string{"eager", "cooperative", "kip848"} }
 
 func (f *franz) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
 	balancer := kgo.CooperativeStickyBalancer()
 	if strategy == "eager" {
 		balancer = kgo.RangeBalancer()
 	}
-	cl := f.client(
+	var protocol []kgo.Opt
+	if strategy == "kip848" {
+		// The broker assigns (ConsumerGroupHeartbeat); the balancer is
+		// what franz-go falls back to on a broker without it.
+		protocol = append(protocol, kgo.ServerSideBalancer())
+	}
+	cl := f.client(append(protocol,
 		kgo.Balancers(balancer),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
@@ -184,7 +190,7 @@ func (f *franz) newMember(ctx context.Context, group, topic, strategy string) (m
 		// Records handed out by a poll are committed before the next
 		// rebalance may start, so nothing is delivered twice.
 		kgo.BlockRebalanceOnPoll(),
-	)
+	)...)
 	return &franzMember{cl: cl}, nil
 }
 

@@ -232,16 +232,16 @@ func runScenario(ctx context.Context, name string, c client) bool {
 	sctx, cancel := step(30 * time.Second)
 	err := c.createTopics(sctx, topics, codecPartitions)
 	if err == nil {
-		err = c.createTopics(sctx, []string{groupTopic("eager"), groupTopic("cooperative")}, groupPartitions)
+		err = c.createTopics(sctx, []string{groupTopic("eager"), groupTopic("cooperative"), groupTopic("kip848")}, groupPartitions)
 	}
 	if err == nil {
 		err = expectPartitions(sctx, c, topics, codecPartitions)
 	}
 	if err == nil {
-		err = expectPartitions(sctx, c, []string{groupTopic("eager"), groupTopic("cooperative")}, groupPartitions)
+		err = expectPartitions(sctx, c, []string{groupTopic("eager"), groupTopic("cooperative"), groupTopic("kip848")}, groupPartitions)
 	}
 	cancel()
-	rep.check("create-topic", err, fmt.Sprintf("%d topics, metadata shows their partitions", len(topics)+2))
+	rep.check("create-topic", err, fmt.Sprintf("%d topics, metadata shows their partitions", len(topics)+3))
 
 	supported := map[string]bool{}
 	for _, codec := range c.codecs() {
@@ -275,7 +275,13 @@ func runScenario(ctx context.Context, name string, c client) bool {
 	for _, st := range c.strategies() {
 		offered[st] = true
 	}
-	for _, st := range []string{"eager", "cooperative"} {
+	// kip848 is Kafka 4's consumer protocol (group.protocol=consumer):
+	// the broker assigns.
+	for _, st := range []string{"eager", "cooperative", "kip848"} {
+		if !offered[st] && st == "kip848" {
+			rep.skip("group-"+st, "the client has no KIP-848 consumer protocol")
+			continue
+		}
 		if !offered[st] {
 			rep.skip("group-"+st, "the client's group consumer has no %s assignor", st)
 			continue

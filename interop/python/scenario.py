@@ -178,9 +178,13 @@ class Member(threading.Thread):
         self.start()
 
     def run(self):
-        c = Consumer(conf(**{"group.id": self.group, "enable.auto.commit": False,
-                             "partition.assignment.strategy": self.assignor,
-                             "auto.offset.reset": "earliest", "session.timeout.ms": 10000}))
+        settings = {"group.id": self.group, "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        if self.assignor is None:
+            # KIP-848: the broker assigns and sets the session timeout.
+            settings["group.protocol"] = "consumer"
+        else:
+            settings.update({"partition.assignment.strategy": self.assignor, "session.timeout.ms": 10000})
+        c = Consumer(conf(**settings))
         try:
             c.subscribe([self.topic])
             while not self.stop:
@@ -281,7 +285,8 @@ def group_scenario(topic, group, assignor, t0):
         dups = sum(1 for n in counts.values() if n > 1)
         if dups:
             raise AssertionError(f"{dups} records delivered twice though every delivery was committed first")
-        return f"{assignor}: {split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
+        how = assignor if assignor is not None else "group.protocol=consumer"
+        return f"{how}: {split1}; phase 2 split {a2.count}/{b.count - b_before} after restart"
     finally:
         a.stop = True
         b.close()
@@ -377,7 +382,8 @@ def main():
         return f"{NAME}-{s}"
 
     codec_topics = [topic(f"codec-{c}") for c in CODECS + ["idempotent"]]
-    group_topics = {"eager": topic("group-eager"), "cooperative": topic("group-cooperative")}
+    group_topics = {"eager": topic("group-eager"), "cooperative": topic("group-cooperative"),
+                    "kip848": topic("group-kip848")}
 
     def create():
         new = [NewTopic(t, CODEC_PARTITIONS, 1) for t in codec_topics] + \
@@ -404,7 +410,7 @@ def main():
         check(f"codec-{codec}", step)
     check("idempotence", lambda: f"{len(produce_consume(topic('codec-idempotent'), 'none', True, t0))} records, "
                                  "enable.idempotence=true, read back exactly")
-    for family, assignor in (("eager", "range"), ("cooperative", "cooperative-sticky")):
+    for family, assignor in (("eager", "range"), ("cooperative", "cooperative-sticky"), ("kip848", None)):
         check(f"group-{family}", lambda family=family, assignor=assignor:
               group_scenario(group_topics[family], f"{NAME}-{family}", assignor, t0))
     if none_sent:

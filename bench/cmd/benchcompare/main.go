@@ -5,7 +5,9 @@
 //	benchcompare kafka [flags]        Sluice vs Apache Kafka (and kfake)
 //	benchcompare kfake [flags]        Sluice vs kfake, the issue 3 figure
 //	benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka nodes
+//	benchcompare share [flags]        ten share consumers on one partition, Sluice vs Kafka
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+//	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
 // It starts Sluice from the sluice binary beside it (--sluice-bin to
@@ -38,8 +40,12 @@ func main() {
 		err = compare.Main(ctx, args, compare.SuiteKfake)
 	case "kafka-cluster":
 		err = compare.ClusterMain(ctx, args)
+	case "share":
+		err = compare.ShareMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
+	case "rebalance":
+		err = compare.RebalanceMain(ctx, args)
 	case "serve-kfake":
 		err = compare.KfakeMain(ctx, args)
 	case "help", "-h", "--help":
@@ -63,7 +69,10 @@ Usage:
   benchcompare kfake [flags]        Sluice vs kfake, one franz-go producer and consumer
   benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka 4.4 nodes (RF=3,
                                     failover, metadata, 10,000 partitions); BENCHMARKS.md
+  benchcompare share [flags]        ten share consumers of one partition acknowledging every
+                                    record: records/s, redelivery p50/p99, Sluice vs Kafka 4.4
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
+  benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
 Flags of each: benchcompare COMMAND -h.

@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -33,6 +34,7 @@ public final class CliScenario {
     static final String LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand";
     static final String API_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand";
     static final String CLUSTER = "org.apache.kafka.tools.ClusterTool";
+    static final String ACLS = "org.apache.kafka.tools.AclCommand";
     static final String PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance";
     static final String CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance";
     static final String TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand";
@@ -130,6 +132,7 @@ public final class CliScenario {
             }
             return "--to-earliest --execute, then lag " + RECORDS;
         });
+        rep.check("consumer-groups describe (KIP-848)", this::describeKip848);
         rep.check("kafka-configs describe", () -> {
             Tool t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "topics",
                     "--entity-name", TOPIC, "--all").ok();
@@ -261,6 +264,7 @@ public final class CliScenario {
             return precords + " records: " + l.get(l.size() - 1);
         });
         transactions();
+        aclsAndQuotas();
         rep.check("kafka-topics delete", () -> {
             Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--delete", "--topic", ptopic).ok();
             if (Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--list").ok().lines().contains(ptopic)) {
@@ -314,6 +318,111 @@ public final class CliScenario {
             });
             p.abortTransaction();
         }
+    }
+
+    /**
+     * kafka-acls --add/--list/--remove and kafka-configs client quotas. The broker keeps ACLs and
+     * quotas whether or not an authorizer is configured (this one has none), so nothing else of
+     * the run is affected: the quota names a client id no other step uses, and is removed.
+     */
+    void aclsAndQuotas() {
+        rep.check("kafka-acls add/list/remove", () -> {
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--add", "--allow-principal", "User:cli-user",
+                    "--operation", "Read", "--operation", "Describe", "--topic", TOPIC).ok();
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--add", "--deny-principal", "User:cli-user",
+                    "--operation", "Write", "--topic", "cli-", "--resource-pattern-type", "prefixed").ok();
+            Tool t = Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--list", "--principal", "User:cli-user").ok();
+            expect(t, "name=" + TOPIC + ", patternType=LITERAL");
+            expect(t, "name=cli-, patternType=PREFIXED");
+            expect(t, "operation=READ, permissionType=ALLOW");
+            expect(t, "operation=WRITE, permissionType=DENY");
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--remove", "--force", "--allow-principal", "User:cli-user",
+                    "--operation", "Read", "--operation", "Describe", "--topic", TOPIC).ok();
+            Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--remove", "--force", "--topic", "cli-",
+                    "--resource-pattern-type", "prefixed").ok();
+            t = Tool.run(ACLS, null, 60, "--bootstrap-server", bs, "--list", "--principal", "User:cli-user").ok();
+            if (t.out.contains("operation=")) {
+                throw new AssertionError(t.failure("--list still shows ACLs of User:cli-user after --remove"));
+            }
+            return "a literal ALLOW and a prefixed DENY added, listed and removed (by binding, and all of a resource)";
+        });
+        rep.check("kafka-configs client quotas", () -> {
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "clients", "--entity-name",
+                    "cli-quota-client", "--add-config", "producer_byte_rate=1048576,request_percentage=50").ok();
+            Tool t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "clients",
+                    "--entity-name", "cli-quota-client").ok();
+            expect(t, "producer_byte_rate=1048576");
+            expect(t, "request_percentage=50");
+            Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--alter", "--entity-type", "clients", "--entity-name",
+                    "cli-quota-client", "--delete-config", "producer_byte_rate,request_percentage").ok();
+            t = Tool.run(CONFIGS, null, 60, "--bootstrap-server", bs, "--describe", "--entity-type", "clients",
+                    "--entity-name", "cli-quota-client").ok();
+            if (t.out.contains("producer_byte_rate")) {
+                throw new AssertionError(t.failure("--describe still shows the quota after --delete-config"));
+            }
+            return "--alter --add-config, --describe, --delete-config on a client id";
+        });
+    }
+
+    /**
+     * A console consumer on the KIP-848 protocol (group.protocol=consumer) reads TOPIC and stays
+     * in its group for a while; kafka-consumer-groups must show it with its epochs and
+     * assignment (--members --verbose), the group's state and epochs (--state --verbose), and
+     * once it has left, the offsets it committed with no lag.
+     */
+    String describeKip848() throws Exception {
+        String group = "cli-kip848-group";
+        CompletableFuture<Tool> consumer = CompletableFuture.supplyAsync(() -> {
+            try {
+                return Tool.run(CONSUMER, null, 90, "--bootstrap-server", bs, "--topic", TOPIC, "--group", group,
+                        "--command-property", "group.protocol=consumer", "--from-beginning",
+                        "--max-messages", "" + (RECORDS + 1), "--timeout-ms", "20000");
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        String member = null;
+        long deadline = System.currentTimeMillis() + 30000;
+        while (member == null) {
+            Tool t = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--describe", "--group", group, "--members",
+                    "--verbose").ok();
+            for (String l : t.lines()) {
+                String[] f = l.split("\\s+");
+                // GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS CURRENT-EPOCH CURRENT-ASSIGNMENT TARGET-EPOCH ...
+                if (f.length >= 9 && f[0].equals(group) && f[4].equals("" + PARTITIONS) && f[5].equals(f[7])
+                        && !f[5].equals("0")) {
+                    member = "member at epoch " + f[5] + " holding " + f[6];
+                }
+            }
+            if (member == null && System.currentTimeMillis() > deadline) {
+                throw new AssertionError(t.failure("never showed one member holding all " + PARTITIONS + " partitions"));
+            }
+            Thread.sleep(500);
+        }
+        Tool st = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--describe", "--group", group, "--state",
+                "--verbose").ok();
+        expect(st, "Stable");
+        expect(st, "uniform");
+        Tool read = consumer.get(120, TimeUnit.SECONDS);
+        long values = read.lines().stream().filter(l -> l.startsWith("value-")).count();
+        if (values != RECORDS) {
+            throw new AssertionError(read.failure("read " + values + " records, want " + RECORDS));
+        }
+        Tool t = Tool.run(GROUPS, null, 60, "--bootstrap-server", bs, "--describe", "--group", group, "--offsets").ok();
+        long current = 0;
+        long lag = 0;
+        for (String l : t.lines()) {
+            String[] f = l.split("\\s+");
+            if (f.length >= 6 && f[0].equals(group) && f[1].equals(TOPIC)) {
+                current += parse(f[3]);
+                lag += parse(f[5]);
+            }
+        }
+        if (current != RECORDS || lag != 0) {
+            throw new AssertionError(t.failure("committed " + current + " with lag " + lag + ", want " + RECORDS + " and 0"));
+        }
+        return "--members --verbose: " + member + "; --state --verbose: Stable, uniform; --offsets: committed " + RECORDS
+                + ", lag 0";
     }
 
     /** Sums of CURRENT-OFFSET, LOG-END-OFFSET and LAG over the group's partitions of TOPIC. */

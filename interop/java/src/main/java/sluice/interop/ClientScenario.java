@@ -31,6 +31,7 @@ import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.SubscriptionPattern;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.RecordMetadata;
@@ -93,7 +94,8 @@ public final class ClientScenario {
             codecTopics.add(topic("codec-" + c));
         }
         codecTopics.add(topic("codec-idempotent"));
-        List<String> groupTopics = List.of(topic("group-eager"), topic("group-cooperative"), topic("group-kip848"));
+        List<String> groupTopics = List.of(topic("group-eager"), topic("group-cooperative"), topic("group-kip848"),
+                topic("group-kip848-regex"));
         rep.check("create-topic", () -> {
             List<NewTopic> nts = new ArrayList<>();
             for (String t : codecTopics) {
@@ -130,7 +132,8 @@ public final class ClientScenario {
         rep.check("group-eager", () -> groupScenario(topic("group-eager"), "java-eager", RangeAssignor.class, t0));
         rep.check("group-cooperative",
                 () -> groupScenario(topic("group-cooperative"), "java-cooperative", CooperativeStickyAssignor.class, t0));
-        kip848(t0);
+        kip848("group-kip848", t0, false);
+        kip848("group-kip848-regex", t0, true);
         rep.check("transactions", () -> Transactions.run(bootstrap, admin));
 
         if (noneSent == null) {
@@ -168,20 +171,25 @@ public final class ClientScenario {
     /**
      * The group scenario on Kafka 4's consumer rebalance protocol (KIP-848). A broker that does
      * not serve ConsumerGroupHeartbeat makes the client fail with UnsupportedVersionException:
-     * that is reported as a gap, not a failure; anything else is judged as usual.
+     * that is reported as a gap, not a failure; anything else is judged as usual. With pattern
+     * set, the members subscribe with a SubscriptionPattern, a regular expression the broker
+     * resolves (RE2J syntax).
      */
-    void kip848(long t0) {
+    void kip848(String step, long t0, boolean pattern) {
+        String topic = topic(step);
+        // Matches the step's topic and not the other group topics.
+        String regex = pattern ? topic.substring(0, topic.length() - 2) + "[a-z]x" : null;
         try {
-            rep.pass("group-kip848", groupScenario(topic("group-kip848"), "java-kip848", null, t0));
+            rep.pass(step, groupScenario(topic, "java-" + step.substring("group-".length()), null, regex, t0));
         } catch (Throwable e) {
             for (Throwable c = e; c != null; c = c.getCause()) {
                 if (c instanceof UnsupportedVersionException) {
-                    rep.gap("group-kip848", "ConsumerGroupHeartbeat: " + c.getMessage());
+                    rep.gap(step, "ConsumerGroupHeartbeat: " + c.getMessage());
                     return;
                 }
             }
             e.printStackTrace();
-            rep.fail("group-kip848", Report.describe(e));
+            rep.fail(step, Report.describe(e));
         }
     }
 
@@ -266,16 +274,18 @@ public final class ClientScenario {
         final String group;
         final String topic;
         final Class<?> assignor;
+        final String pattern; // a SubscriptionPattern to subscribe with, else the topic by name
         final Consumer<Rec> got;
         final AtomicInteger count = new AtomicInteger();
         final AtomicReference<Throwable> error = new AtomicReference<>();
         volatile boolean stop;
         final Thread thread;
 
-        Member(String name, String group, String topic, Class<?> assignor, Consumer<Rec> got) {
+        Member(String name, String group, String topic, Class<?> assignor, String pattern, Consumer<Rec> got) {
             this.group = group;
             this.topic = topic;
             this.assignor = assignor;
+            this.pattern = pattern;
             this.got = got;
             thread = new Thread(this, name);
             thread.start();
@@ -291,7 +301,7 @@ public final class ClientScenario {
             }
             p.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, 20);
             try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-                c.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                ConsumerRebalanceListener listener = new ConsumerRebalanceListener() {
                     @Override
                     public void onPartitionsRevoked(Collection<TopicPartition> parts) {
                         System.err.println(thread.getName() + " revoked " + parts);
@@ -301,7 +311,12 @@ public final class ClientScenario {
                     public void onPartitionsAssigned(Collection<TopicPartition> parts) {
                         System.err.println(thread.getName() + " assigned " + parts);
                     }
-                });
+                };
+                if (pattern != null) {
+                    c.subscribe(new SubscriptionPattern(pattern), listener);
+                } else {
+                    c.subscribe(List.of(topic), listener);
+                }
                 while (!stop) {
                     ConsumerRecords<String, String> rs = c.poll(Duration.ofMillis(200));
                     if (rs.isEmpty()) {
@@ -345,6 +360,10 @@ public final class ClientScenario {
      * produced; a new member joins; the group must deliver exactly phase 2.
      */
     String groupScenario(String topic, String group, Class<?> assignor, long t0) throws Exception {
+        return groupScenario(topic, group, assignor, null, t0);
+    }
+
+    String groupScenario(String topic, String group, Class<?> assignor, String pattern, long t0) throws Exception {
         Map<String, Integer> counts = new ConcurrentHashMap<>();
         List<String> redelivered = Collections.synchronizedList(new ArrayList<>());
         AtomicReference<String> phase = new AtomicReference<>(topic + "-p1");
@@ -356,8 +375,8 @@ public final class ClientScenario {
         };
         List<Rec> p1 = Rec.make(topic + "-p1", GROUP_RECORDS, t0);
         produce(topic, "none", false, p1);
-        Member a = new Member(group + "-a", group, topic, assignor, got);
-        Member b = new Member(group + "-b", group, topic, assignor, got);
+        Member a = new Member(group + "-a", group, topic, assignor, pattern, got);
+        Member b = new Member(group + "-b", group, topic, assignor, pattern, got);
         try {
             await(counts, topic + "-p1", a, b);
             String split1 = "phase 1 split " + a.count.get() + "/" + b.count.get();
@@ -369,7 +388,7 @@ public final class ClientScenario {
             // partitions of its own (it resumes from the survivor's commits).
             List<Rec> p2 = Rec.make(topic + "-p2", GROUP_RECORDS, t0 + 1000);
             produce(topic, "none", false, p2.subList(0, GROUP_RECORDS / 2));
-            Member a2 = new Member(group + "-a2", group, topic, assignor, got);
+            Member a2 = new Member(group + "-a2", group, topic, assignor, pattern, got);
             try {
                 Thread.sleep(REJOIN_WAIT_MS);
                 produce(topic, "none", false, p2.subList(GROUP_RECORDS / 2, GROUP_RECORDS));
@@ -386,7 +405,9 @@ public final class ClientScenario {
             if (dups > 0) {
                 throw new AssertionError(dups + " records delivered twice though every delivery was committed first");
             }
-            return (assignor == null ? "group.protocol=consumer" : assignor.getSimpleName()) + ": " + split1 + "; phase 2 split " + a2.count.get() + "/"
+            String how = assignor != null ? assignor.getSimpleName()
+                    : "group.protocol=consumer" + (pattern != null ? ", SubscriptionPattern " + pattern : "");
+            return how + ": " + split1 + "; phase 2 split " + a2.count.get() + "/"
                     + (b.count.get() - bBefore) + " after restart";
         } finally {
             a.stop = true;

@@ -1,0 +1,166 @@
+package engine_test
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/internal/testbroker"
+)
+
+// A client over its producer_byte_rate is answered with throttle_time_ms,
+// and one within it is not; the quotas round-trip through
+// AlterClientQuotas / DescribeClientQuotas.
+func TestQuotaThrottlesProducer(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := tb.Admin(t)
+	ctx := adminCtx(t)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "q"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("slow")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "user"}}, // the default user
+			Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1 << 30}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("bad")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1.5}}},
+	})
+	if err != nil || len(res) != 3 || res[0].Err != nil || res[1].Err != nil || res[2].Err == nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	described, err := adm.DescribeClientQuotas(ctx, false, nil)
+	if err != nil || len(described) != 2 {
+		t.Fatalf("describe: %v %+v", err, described)
+	}
+
+	throttle := func(clientID string) int32 {
+		cl := tb.Client(t, kgo.ClientID(clientID))
+		var last int32
+		for i := 0; i < 5; i++ {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = 1, 5000
+			pt := kmsg.NewProduceRequestTopic()
+			pt.Topic = "q"
+			pp := kmsg.NewProduceRequestTopicPartition()
+			pp.Records = oneBigBatch(t, 8<<10)
+			pt.Partitions = append(pt.Partitions, pp)
+			req.Topics = append(req.Topics, pt)
+			resp := request[*kmsg.ProduceResponse](t, cl, req)
+			if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
+				t.Fatalf("produce: %d", ec)
+			}
+			if last = resp.ThrottleMillis; last > 0 {
+				break // the connection is muted for that long now
+			}
+		}
+		return last
+	}
+	if ms := throttle("slow"); ms <= 0 {
+		t.Fatalf("40 KiB at 1 KiB/s: throttle %d ms", ms)
+	} else {
+		t.Logf("slow producer throttled %d ms", ms)
+	}
+	if ms := throttle("fast"); ms != 0 {
+		t.Fatalf("unquota'd client throttled %d ms", ms)
+	}
+}
+
+func oneBigBatch(t *testing.T, n int) []byte {
+	return engineBatch(t, make([]byte, n))
+}
+
+// Regression: with no quota matching, the entries were encoded as null,
+// which Java's admin client reads as a failed request (kafka-configs
+// --alter of a user's quota describes the user's quotas first and died
+// with a NullPointerException).
+func TestDescribeClientQuotasNoMatchIsEmptyNotNull(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := tb.Client(t)
+	for _, v := range []int16{0, 1} {
+		req := kmsg.NewPtrDescribeClientQuotasRequest()
+		req.Version = v
+		c := kmsg.NewDescribeClientQuotasRequestComponent()
+		c.EntityType, c.MatchType, c.Match = "user", 0, kmsg.StringPtr("nobody")
+		req.Components = append(req.Components, c)
+		resp := request[*kmsg.DescribeClientQuotasResponse](t, cl, req)
+		if resp.ErrorCode != 0 || resp.Entries == nil {
+			t.Fatalf("v%d: code %d, entries %v (nil means null)", v, resp.ErrorCode, resp.Entries)
+		}
+	}
+}
+
+// A consumer over its consumer_byte_rate gets throttle_time_ms in the
+// Fetch answer, which the broker encodes itself (the throttle is written
+// into the encoded frame), at a flexible and a non-flexible version.
+func TestQuotaThrottlesConsumer(t *testing.T) {
+	tb := testbroker.Start(t)
+	adm := tb.Admin(t)
+	ctx := adminCtx(t)
+	if _, err := adm.CreateTopics(ctx, 1, 1, nil, "cq"); err != nil {
+		t.Fatal(err)
+	}
+	prod := tb.Client(t, kgo.DefaultProduceTopic("cq"))
+	for i := 0; i < 4; i++ {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 16<<10)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("reader")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: 1024}}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int16{11, 12, 16} {
+		rc := dialRaw(t, tb.Addr)
+		rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("reader"))
+		var ms int32
+		for i := 0; i < 4 && ms == 0; i++ {
+			req := kmsg.NewPtrFetchRequest()
+			req.ReplicaID, req.MaxBytes = -1, 1<<20
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic, ft.TopicID = "cq", tb.Broker.Topic("cq").ID
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.PartitionMaxBytes = 1 << 20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			resp := do[*kmsg.FetchResponse](rc, req, v)
+			if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions[0].RecordBatches) == 0 {
+				t.Fatalf("v%d: fetch read nothing: %+v", v, resp)
+			}
+			ms = resp.ThrottleMillis
+		}
+		if ms <= 0 {
+			t.Fatalf("v%d: 4 × 64 KiB at 1 KiB/s and no throttle", v)
+		}
+		t.Logf("fetch v%d throttled %d ms", v, ms)
+	}
+}
+
+// request_percentage counts handler time: a client with a tiny share of
+// a thread is throttled after a burst of Metadata requests (of named
+// topics: an answer of every topic comes from the broker's cache, whose
+// shared bytes carry no throttle; the connection is muted all the same).
+func TestQuotaThrottlesRequestTime(t *testing.T) {
+	tb := testbroker.Start(t)
+	if _, err := tb.Admin(t).AlterClientQuotas(adminCtx(t), []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("busy")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "request_percentage", Value: 0.001}}}}); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, tb.Addr)
+	rc.fmt = kmsg.NewRequestFormatter(kmsg.FormatterClientID("busy"))
+	req := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(offsetsTopicName)
+	req.Topics = append(req.Topics, mt)
+	for i := 0; i < 1000; i++ {
+		if resp := do[*kmsg.MetadataResponse](rc, req, 12); resp.ThrottleMillis > 0 {
+			t.Logf("throttled %d ms after %d requests", resp.ThrottleMillis, i+1)
+			return
+		}
+	}
+	t.Fatal("1000 Metadata requests at request_percentage=0.001 and no throttle")
+}
