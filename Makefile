@@ -4,7 +4,7 @@ BIN := bin/sluice
 # The packages `make unit` tests: e.g. make unit PKG=./storage
 PKG ?= ./...
 
-.PHONY: build run test unit vet fmt clean bench-kafka bench-kafka-cluster bench-kfake benchcompare interop interop-doc
+.PHONY: build run test unit vet fmt clean bench-kafka bench-kafka-cluster bench-kafka-partitions bench-kfake benchcompare interop interop-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -67,6 +67,12 @@ bench-kafka:
 # metadata, 10,000 partitions): BENCHMARKS.md's "Three-node cluster".
 bench-kafka-cluster:
 	bash bench/kafka.sh --cluster $(BENCH_ARGS)
+
+# One Sluice vs one Kafka 4.4.0 broker at 1,000, 10,000 and (Sluice only)
+# 50,000 partitions: BENCHMARKS.md's "Partition scale" (make bench-kafka
+# runs 1,000 only).
+bench-kafka-partitions:
+	bash bench/kafka.sh --partitions $(BENCH_ARGS)
 
 # The issue 3 figure: Sluice vs kfake with one franz-go producer and consumer.
 bench-kfake: benchcompare

@@ -23,6 +23,10 @@ const (
 	ModeCatchUp Mode = "catch-up"
 	// ModeRawFetch is ModeCatchUp read back by RawFetch instead of franz-go.
 	ModeRawFetch Mode = "raw-fetch"
+	// ModeRawProduce produces with hand-built requests (rawproduce.go):
+	// batches made once, many requests in flight, next to no client CPU,
+	// so that the broker rather than the client is the limit.
+	ModeRawProduce Mode = "raw-produce"
 )
 
 // Config is one load-generator run. The zero value is not valid; start from
@@ -56,6 +60,17 @@ type Config struct {
 	TxnRecords int `json:"txn_records,omitempty"`
 	// KeepTopic skips creating the topic (it must exist).
 	KeepTopic bool `json:"keep_topic"`
+	// RawInFlight is how many requests each raw-produce connection keeps
+	// in flight (0: 1).
+	RawInFlight int `json:"raw_in_flight,omitempty"`
+	// RawBatchRecords is the records in each raw-produce batch (0: as
+	// many as fill BatchBytes, at most 64 KiB of values).
+	RawBatchRecords int `json:"raw_batch_records,omitempty"`
+	// RawPing makes raw-produce send ApiVersions v0 instead of Produce:
+	// the same connections, pacing and histogram over the broker's
+	// cheapest request, so that a latency run can be split into what the
+	// network loop and the machine cost and what producing adds.
+	RawPing bool `json:"raw_ping,omitempty"`
 	// Progress is how often the live line is printed; 0 disables it.
 	Progress time.Duration `json:"-"`
 }
@@ -106,7 +121,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "producer linger")
 	fs.IntVar(&c.BatchBytes, "batch-bytes", c.BatchBytes, "producer max batch bytes")
 	fs.BoolVar(&c.Compressible, "compressible", c.Compressible, "compressible values (repeated text) instead of random bytes")
-	fs.Func("mode", "produce-consume, catch-up or raw-fetch (default "+string(c.Mode)+")", func(s string) error {
+	fs.IntVar(&c.RawInFlight, "in-flight", c.RawInFlight, "raw-produce: requests in flight per connection (--producers is the connection count)")
+	fs.BoolVar(&c.RawPing, "ping", c.RawPing, "raw-produce: send ApiVersions v0 instead of Produce (the round trip without the produce path)")
+	fs.IntVar(&c.RawBatchRecords, "batch-records", c.RawBatchRecords, "raw-produce: records per batch (0 = up to 64 KiB of values)")
+	fs.Func("mode", "produce-consume, catch-up, raw-fetch or raw-produce (default "+string(c.Mode)+")", func(s string) error {
 		c.Mode = Mode(s)
 		return nil
 	})
@@ -144,8 +162,8 @@ func (c *Config) Validate() error {
 		return errors.New("--txn-records must not be negative")
 	case c.TxnRecords > 0 && c.Acks != "all" && c.Acks != "-1":
 		return errors.New("--txn-records needs --acks all (transactions are idempotent)")
-	case c.TxnRecords > 0 && c.Mode == ModeRawFetch:
-		return errors.New("--txn-records does not run in the raw-fetch mode (it reads every offset, markers too)")
+	case c.TxnRecords > 0 && (c.Mode == ModeRawFetch || c.Mode == ModeRawProduce):
+		return errors.New("--txn-records runs with franz-go producers (not the raw modes)")
 	}
 	if _, err := c.acks(); err != nil {
 		return err
@@ -155,10 +173,17 @@ func (c *Config) Validate() error {
 	}
 	switch c.Mode {
 	case ModeProduceConsume, ModeCatchUp, ModeRawFetch:
+	case ModeRawProduce:
+		if c.Acks == "0" {
+			return errors.New("--mode raw-produce needs --acks 1 or all (it counts acknowledgements)")
+		}
+		if c.RawInFlight < 0 || c.RawBatchRecords < 0 {
+			return errors.New("--in-flight and --batch-records must not be negative")
+		}
 	default:
 		return fmt.Errorf("unknown --mode %q", c.Mode)
 	}
-	if c.Mode != ModeProduceConsume && c.Consumers < 1 {
+	if (c.Mode == ModeCatchUp || c.Mode == ModeRawFetch) && c.Consumers < 1 {
 		return fmt.Errorf("--mode %s needs at least one consumer", c.Mode)
 	}
 	return nil
@@ -190,6 +215,14 @@ func (c *Config) codec() (kgo.CompressionCodec, error) {
 		return kgo.ZstdCompression(), nil
 	}
 	return kgo.CompressionCodec{}, fmt.Errorf("unknown --compression %q", c.Compression)
+}
+
+// rawBatchRecords is the records per raw-produce batch.
+func (c *Config) rawBatchRecords() int {
+	if c.RawBatchRecords > 0 {
+		return c.RawBatchRecords
+	}
+	return max(1, min(c.BatchBytes, 64<<10)/c.RecordSize)
 }
 
 // SplitList splits a comma-separated flag value, dropping empty items.

@@ -9,10 +9,14 @@
 # docs/bench/kafka-results.json.
 #
 # Arguments go to `benchcompare kafka`: e.g. --quick, --rounds 1,
-# --only produce-1p-acks1,catch-up, --brokers kafka,sluice.
+# --only produce-1p-acks1,catch-up, --brokers kafka,sluice; then
+# `benchcompare partitions` runs 1,000 partitions on each broker.
 # With --cluster first (`make bench-kafka-cluster`), runs `benchcompare
 # kafka-cluster` instead: three Kafka nodes against three Sluice nodes,
 # writing BENCHMARKS.md's three-node section and docs/bench/cluster-*.
+# With --partitions first (`make bench-kafka-partitions`), runs
+# `benchcompare partitions` at 1,000, 10,000 (both) and 50,000 (Sluice)
+# partitions: BENCHMARKS.md's "Partition scale".
 # Needs java (17+) and mvn; run as root to get the zero-copy fraction.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,5 +44,14 @@ if [ "${1:-}" = "--cluster" ]; then
 	exec bin/benchcompare kafka-cluster --kafka-libs "$LIBS" \
 		--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-cluster-results.json "$@"
 fi
-exec bin/benchcompare kafka --kafka-libs "$LIBS" \
+if [ "${1:-}" = "--partitions" ]; then # make bench-kafka-partitions: 1,000 to 50,000 partitions
+	shift
+	exec bin/benchcompare partitions --kafka-libs "$LIBS" --sizes 1000,10000,50000 --kafka-sizes 1000,10000 \
+		--markdown BENCHMARKS.md --json docs/bench/partitions-results.json "$@"
+fi
+bin/benchcompare kafka --kafka-libs "$LIBS" \
 	--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-results.json "$@"
+# The partition-scale workload at 1,000 partitions, about a minute (Kafka's
+# JVM starts twice); `make bench-kafka-partitions` runs the larger sizes.
+exec bin/benchcompare partitions --kafka-libs "$LIBS" --sizes 1000 --section partition-scale-1000 \
+	--markdown BENCHMARKS.md --json docs/bench/partitions-1000-results.json

@@ -32,9 +32,32 @@ type run struct {
 	errs                    atomic.Int64
 	firstErr                atomic.Pointer[string]
 
-	ack, e2e, commit *Recorder
-	hooks            Hooks
+	ack, e2e *Recorder
+	commit   *Recorder // transactional producers: EndTransaction(commit)
+	lag      *Recorder // raw-produce at a fixed rate: send time - scheduled time
+	rtt      *Recorder // raw-produce: response time - send time
+	hooks    Hooks
+	reqs     requestCounter // the run's clients' produce and fetch requests
 }
+
+// requestCounter counts the produce and fetch requests the run's clients
+// write (a kgo hook): records per request is what a client pays for, and
+// it depends on the broker (a slower acknowledgement lets the producer
+// gather a bigger batch).
+type requestCounter struct{ produce, fetch atomic.Int64 }
+
+func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	switch {
+	case err != nil:
+	case key == 0:
+		c.produce.Add(1)
+	case key == 1:
+		c.fetch.Add(1)
+	}
+}
+
+// reset starts the count over (when the measured span starts).
+func (c *requestCounter) reset() { c.produce.Store(0); c.fetch.Store(0) }
 
 // Hooks let a caller act between a run's phases.
 type Hooks struct {
@@ -54,7 +77,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), commit: NewRecorder(), hooks: hooks}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), commit: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
@@ -67,6 +90,9 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 		if err := createTopic(ctx, adm, cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Mode == ModeRawProduce {
+		return r.rawProduceRun(ctx, res, progress)
 	}
 	producers, err := r.newProducers(ctx)
 	if err != nil {
@@ -108,6 +134,31 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if cfg.TxnRecords > 0 {
 		res.CommitLatency = r.commit.Summary()
 	}
+	res.ProduceRequests, res.FetchRequests = r.reqs.produce.Load(), r.reqs.fetch.Load()
+	res.ProduceErrors = r.errs.Load()
+	if p := r.firstErr.Load(); p != nil {
+		res.FirstError = *p
+	}
+	return res, err
+}
+
+// rawProduceRun is a run of ModeRawProduce: no franz-go producer, no
+// consumer.
+func (r *run) rawProduceRun(ctx context.Context, res *Result, progress io.Writer) (*Result, error) {
+	ps, err := r.rawProducers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.start = time.Now()
+	if progress != nil && r.cfg.Progress > 0 {
+		stop := r.startProgress(progress, r.cfg.Progress)
+		defer stop()
+	}
+	tp, err := r.rawProduce(ctx, ps)
+	res.Produce = tp
+	res.ProduceLatency = r.ack.Summary()
+	res.ProduceRequests = r.reqs.produce.Load()
+	res.SendLag, res.RoundTrip = r.lag.Summary(), r.rtt.Summary()
 	res.ProduceErrors = r.errs.Load()
 	if p := r.firstErr.Load(); p != nil {
 		res.FirstError = *p
@@ -137,6 +188,7 @@ func (r *run) produceAndConsume(ctx context.Context, producers []producer, start
 	// Consumers have polled once (connected, fetching) before the clock
 	// starts, so end-to-end latency does not include their start-up.
 	ready.Wait()
+	r.reqs.reset()
 	r.start = time.Now()
 	perr := r.produceAll(ctx, producers)
 	pEnd := time.Now()
@@ -240,6 +292,7 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		kgo.ProducerBatchMaxBytes(int32(r.cfg.BatchBytes)),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(drainTimeout),
+		kgo.WithHooks(&r.reqs),
 	}
 	if r.cfg.Acks != "all" && r.cfg.Acks != "-1" {
 		// Idempotence needs acks=all. Without it franz-go keeps one
@@ -432,6 +485,7 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.WithHooks(&r.reqs),
 	}
 	if r.cfg.TxnRecords > 0 {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

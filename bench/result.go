@@ -24,8 +24,19 @@ type Result struct {
 	// CommitLatency is EndTransaction(commit) of transactional producers
 	// (Config.TxnRecords), from the call to its return.
 	CommitLatency LatencySummary `json:"commit_latency,omitempty"`
-	ProduceErrors int64          `json:"produce_errors"`
-	FirstError    string         `json:"first_error,omitempty"`
+	// SendLag (raw-produce at a fixed rate) is how late each request left
+	// against its schedule: the client's own share of ProduceLatency.
+	SendLag LatencySummary `json:"send_lag,omitempty"`
+	// RoundTrip (raw-produce) runs from each request's write to its
+	// response: ProduceLatency without the client's lateness and, with
+	// requests pipelined, without the wait for a free slot.
+	RoundTrip LatencySummary `json:"round_trip,omitempty"`
+	// ProduceRequests and FetchRequests are the requests the run's
+	// clients wrote over the measured span (catch-up: the whole run).
+	ProduceRequests int64  `json:"produce_requests,omitempty"`
+	FetchRequests   int64  `json:"fetch_requests,omitempty"`
+	ProduceErrors   int64  `json:"produce_errors"`
+	FirstError      string `json:"first_error,omitempty"`
 	// ZeroCopy is filled by --zcprobe.
 	ZeroCopy *ZeroCopyReport `json:"zero_copy,omitempty"`
 }
@@ -75,6 +86,15 @@ func (r *Result) WriteText(w io.Writer) {
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
 	printLat("commit", r.CommitLatency)
+	printLat("send lag", r.SendLag)
+	printLat("rtt", r.RoundTrip)
+	if r.ProduceRequests > 0 {
+		fmt.Fprintf(w, "  requests: %d produce (%.1f records each)", r.ProduceRequests, float64(r.Produce.Records)/float64(r.ProduceRequests))
+		if r.FetchRequests > 0 {
+			fmt.Fprintf(w, ", %d fetch (%.1f records each)", r.FetchRequests, float64(r.Consume.Records)/float64(r.FetchRequests))
+		}
+		fmt.Fprintln(w)
+	}
 	if z := r.ZeroCopy; z != nil {
 		fmt.Fprintf(w, "  zero-copy: %.4f of %d bytes sent to sockets by pid %d (%d zero-copy, %d copied; %s)\n",
 			z.Fraction, z.ZeroCopyBytes+z.CopiedBytes, z.Pid, z.ZeroCopyBytes, z.CopiedBytes, z.Counts.Method)

@@ -34,6 +34,13 @@ package engine
 // refreshes its metadata. A partition this broker does not lead answers
 // NOT_LEADER_OR_FOLLOWER (the Partition refuses the append).
 //
+// Appends: a request served on a network event loop leaves its checked
+// record sets in the loop's ProduceBatch, which appends each partition's
+// sets from every request of the loop iteration with one Log.Append and
+// answers them together (produce_batch.go); elsewhere each partition is
+// appended at once. Decoding allocates nothing (request_hot.go), nor does
+// the common path here (produceScratch is pooled).
+//
 // Transactional batches need the request's transactional id
 // (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition without one,
 // as Kafka answers), and each partition must be in the producer's open
@@ -56,12 +63,16 @@ func init() { register(kmsg.Produce, 0, 12, (*Broker).handleProduce) }
 // produceScratch is a produce request's working memory, pooled so that the
 // common path (no recompression, no errors) allocates nothing of its own.
 type produceScratch struct {
+	r       *Request
 	resp    kmsg.ProduceResponse
 	acks    int16
 	pending *producePending       // nil unless an acks=all answer waits for high watermarks
 	entries []storage.AppendEntry // one entry: Kafka allows one batch per partition
 	batch   []byte                // a re-encoded batch
 	raw     []byte                // decompressed records
+	// deferred counts the partitions handed to a ProduceBatch and not yet
+	// appended; the request is answered when it is back to 0.
+	deferred int
 }
 
 var produceScratches = sync.Pool{New: func() any {
@@ -73,7 +84,7 @@ const maxPooledScratch = 4 << 20
 
 func (s *produceScratch) release() {
 	s.entries[0] = storage.AppendEntry{}
-	s.pending = nil
+	s.r, s.pending, s.deferred = nil, nil, 0
 	if cap(s.batch) > maxPooledScratch {
 		s.batch = nil
 	}
@@ -86,11 +97,10 @@ func (s *produceScratch) release() {
 func (b *Broker) handleProduce(r *Request) {
 	req := r.Msg.(*kmsg.ProduceRequest)
 	s := produceScratches.Get().(*produceScratch)
-	s.acks = req.Acks
+	s.r, s.acks = r, req.Acks
 	resp := s.shapeResponse(req)
 	reqErr := produceRequestError(r.Version, req)
-	now := time.Now().UnixMilli()
-	failed := false
+	batch := r.produceBatch()
 	for i := range req.Topics {
 		rt, out := &req.Topics[i], &resp.Topics[i]
 		var t *Topic
@@ -98,27 +108,47 @@ func (b *Broker) handleProduce(r *Request) {
 			t = b.Topic(rt.Topic)
 		}
 		for j := range rt.Partitions {
-			op := &out.Partitions[j]
 			if reqErr != nil {
-				op.ErrorCode = reqErr.Code
-			} else {
-				b.producePartition(r, s, t, &rt.Partitions[j], op, now)
+				out.Partitions[j].ErrorCode = reqErr.Code
+				continue
 			}
-			failed = failed || op.ErrorCode != 0
+			b.producePartition(s, t, &rt.Partitions[j], &out.Partitions[j], batch)
 		}
 	}
+	if s.deferred > 0 {
+		batch.wait(s) // answered when the batch is flushed
+		return
+	}
+	s.complete(req.TimeoutMillis)
+}
+
+// complete answers the request once every partition is appended (or
+// failed), or hands it to the acks=all wait.
+func (s *produceScratch) complete(timeoutMs int32) {
+	r := s.r
 	switch {
 	case s.pending != nil:
-		s.pending.appended(req.TimeoutMillis) // s belongs to the pending answer now
+		s.pending.appended(timeoutMs) // s belongs to the pending answer now
 		return
-	case req.Acks != 0:
-		r.Respond(resp)
-	case failed:
+	case s.acks != 0:
+		r.Respond(&s.resp)
+	case s.failed():
 		r.closeConn()
 	default:
 		r.NoResponse()
 	}
 	s.release()
+}
+
+func (s *produceScratch) failed() bool {
+	for i := range s.resp.Topics {
+		for _, p := range s.resp.Topics[i].Partitions {
+			if p.ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // produceRequestError is an error that fails every partition of req.
@@ -174,7 +204,9 @@ func resize[T any](s []T, n int) []T {
 	return make([]T, n)
 }
 
-func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition, now int64) {
+// producePartition checks one partition's record set and appends it: at
+// once, or with the other requests of the batch when there is one.
+func (b *Broker) producePartition(s *produceScratch, t *Topic, rp *kmsg.ProduceRequestTopicPartition, out *kmsg.ProduceResponseTopicPartition, batch *ProduceBatch) {
 	var p *Partition
 	if t != nil {
 		p = t.Partition(rp.Partition)
@@ -182,34 +214,45 @@ func (b *Broker) producePartition(r *Request, s *produceScratch, t *Topic, rp *k
 	if p == nil {
 		out.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		if t != nil {
-			b.notLeaderHint(&s.resp, r.Version, t.ID, rp.Partition, out) // hosted elsewhere
+			b.notLeaderHint(&s.resp, s.r.Version, t.ID, rp.Partition, out) // hosted elsewhere
 		}
 		return
 	}
-	records, h, err := s.prepare(r.Version, t, rp.Records)
+	records, h, err := s.prepare(s.r.Version, t, rp.Records)
 	if err == nil && h.IsTransactional() {
-		err = b.verifyTxnProduce(r, p, &h) // KIP-890 (txn_verify.go)
+		err = b.verifyTxnProduce(s.r, p, &h) // KIP-890 (txn_verify.go)
 	}
 	if err != nil {
-		produceFailed(r, out, err)
+		produceFailed(s.r, out, err)
 		return
 	}
-	e := &s.entries[0]
-	*e = storage.AppendEntry{Records: records, Header: h, HasHeader: true}
-	_ = p.append(s.entries, s.acks, now)
+	e := storage.AppendEntry{Records: records, Header: h, HasHeader: true}
+	// A batch re-encoded into s.batch is appended now: the next
+	// partition's re-encoding reuses that buffer.
+	if batch != nil && len(records) > 0 && &records[0] == &rp.Records[0] {
+		batch.add(s, t, p, out, e)
+		return
+	}
+	s.entries[0] = e
+	_ = p.append(s.entries, s.acks, time.Now().UnixMilli())
+	s.appended(t, p, out, &s.entries[0])
+}
+
+// appended fills in a partition's answer from its append.
+func (s *produceScratch) appended(t *Topic, p *Partition, out *kmsg.ProduceResponseTopicPartition, e *storage.AppendEntry) {
 	if e.Err != nil {
-		produceFailed(r, out, e.Err)
+		produceFailed(s.r, out, e.Err)
 		if out.ErrorCode == kerr.NotLeaderForPartition.Code {
-			b.notLeaderHint(&s.resp, r.Version, t.ID, rp.Partition, out)
+			s.r.broker.notLeaderHint(&s.resp, s.r.Version, t.ID, out.Partition, out)
 		}
 		return
 	}
 	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = e.Result.FirstOffset, e.Result.LogAppendTime, e.Result.LogStartOffset
 	if !e.Result.Duplicate {
-		b.metrics.produced(t.Name, len(records), int(h.NumRecords))
+		s.r.broker.metrics.produced(t.Name, len(e.Records), int(e.Header.NumRecords))
 	}
 	if s.acks == -1 {
-		s.awaitCommit(r, p, out, e.Result.LastOffset+1)
+		s.awaitCommit(s.r, p, out, e.Result.LastOffset+1)
 	}
 }
 

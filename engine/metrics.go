@@ -29,9 +29,12 @@ func NewMetrics() *Metrics {
 		Name: "sluice_requests_total", Help: "Requests handled, by Kafka API.",
 	}, []string{"api"})
 	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "sluice_request_duration_seconds",
-		Help:    "Time from a request's arrival to its response, by Kafka API (fetch includes long-poll wait).",
-		Buckets: prometheus.ExponentialBuckets(20e-6, 2.5, 14),
+		Name: "sluice_request_duration_seconds",
+		Help: "Time from a request's arrival to its response, by Kafka API (fetch includes long-poll wait).",
+		// 5 µs to 3.3 s in steps of 1.5×: fine enough to tell a
+		// produce's p50 (tens of µs) from its p99 (BENCHMARKS.md,
+		// "Produce path"); beyond that, +Inf.
+		Buckets: prometheus.ExponentialBuckets(5e-6, 1.5, 34),
 	}, []string{"api"})
 	topicCounter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"topic"})

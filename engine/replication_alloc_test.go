@@ -16,6 +16,9 @@ import (
 // throttled partition under a throttle rate (replicas in and out of the
 // ISR), allocate what a consumer fetch does (request decoding only).
 func TestFetchRackAndThrottleAllocateNoMore(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector (sync.Pool drops items at random)")
+	}
 	cfg := DefaultConfig()
 	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:9092"
 	cfg.ReplicaSelectorClass, cfg.BrokerRack = rackAwareSelector, "r1"

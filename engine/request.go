@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +34,11 @@ type Session struct {
 	// Auth is the connection's SASL state on a SASL listener, nil on
 	// others; SaslHandshake and SaslAuthenticate drive it (17_*, 36_*).
 	Auth Authenticator
+
+	// Batch, when set, is the ProduceBatch of the event loop that serves
+	// this connection's frames: produce appends wait for its Flush
+	// (produce_batch.go). Nil appends at once.
+	Batch *ProduceBatch
 }
 
 // AnonymousPrincipal is the principal of a connection that has not
@@ -53,6 +59,31 @@ type Request struct {
 	done   func(*Response)
 	frame  frameWriter
 	authz  requestAuthz // authz.go
+	hot    *hotRequest  // the pooled object r lives in (request_hot.go); nil for other APIs
+	// offLoop is set when the handler runs on a goroutine of its own
+	// rather than on the caller's (the network loop's): it must not use
+	// the loop's ProduceBatch.
+	offLoop bool
+	// dispatching says who returns a pooled request to its pool:
+	// notDispatching (whoever answers), inDispatch (dispatch, if the
+	// answer comes while it is still serving: it touches r after serve)
+	// or answeredInDispatch (the answer came; dispatch releases).
+	dispatching atomic.Int32
+}
+
+const (
+	notDispatching int32 = iota
+	inDispatch
+	answeredInDispatch
+)
+
+// produceBatch is the batch this request's appends may join: the
+// session's, when the handler runs on the goroutine that flushes it.
+func (r *Request) produceBatch() *ProduceBatch {
+	if r.offLoop {
+		return nil
+	}
+	return r.Session.Batch
 }
 
 var errMalformed = errors.New("malformed request")
@@ -62,14 +93,37 @@ var errMalformed = errors.New("malformed request")
 // goroutine. frame must stay untouched until done is called: decoded byte
 // fields (produce records) alias it.
 func (b *Broker) Handle(s *Session, frame []byte, done func(*Response)) {
-	r := &Request{Session: s, broker: b, done: done, Received: time.Now()}
+	b.handle(s, frame, done, false)
+}
+
+// HandleOffLoop is Handle for a caller that is not the goroutine that
+// flushes s.Batch (a timer serving a muted connection's request later):
+// the request appends at once instead of joining the batch.
+func (b *Broker) HandleOffLoop(s *Session, frame []byte, done func(*Response)) {
+	b.handle(s, frame, done, true)
+}
+
+func (b *Broker) handle(s *Session, frame []byte, done func(*Response), offLoop bool) {
+	r := newRequest(frame)
+	r.Session, r.broker, r.done, r.Received, r.offLoop = s, b, done, time.Now(), offLoop
 	body, err := r.parseHeader(frame)
 	if err != nil {
 		b.log.Debug("closing connection on bad request header", "remote", s.Remote, "err", err)
-		done(&Response{Close: true})
+		r.closeConn()
 		return
 	}
 	b.dispatch(r, body)
+}
+
+// newRequest takes a pooled Request for the hot APIs (the key is peeked
+// from the frame) and allocates one for the others.
+func newRequest(frame []byte) *Request {
+	if len(frame) >= 2 && isHot(int16(binary.BigEndian.Uint16(frame))) {
+		h := hotRequests.Get().(*hotRequest)
+		h.hot = h
+		return &h.Request
+	}
+	return new(Request)
 }
 
 // parseHeader reads request header v1 or v2 and returns the body.
@@ -86,7 +140,11 @@ func (r *Request) parseHeader(frame []byte) ([]byte, error) {
 		if int(n) > len(rest) {
 			return nil, errMalformed
 		}
-		r.ClientID = string(rest[:n])
+		if r.hot != nil {
+			r.ClientID = r.hot.names.intern(rest[:n])
+		} else {
+			r.ClientID = string(rest[:n])
+		}
 		rest = rest[n:]
 	}
 	return rest, nil
@@ -110,16 +168,8 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		r.closeConn()
 		return
 	}
-	msg := kmsg.RequestForKey(r.Key)
-	msg.SetVersion(r.Version)
-	if msg.IsFlexible() {
-		var err error
-		if body, err = skipTags(body); err != nil {
-			r.closeConn()
-			return
-		}
-	}
-	if err := msg.ReadFrom(body); err != nil {
+	msg, err := r.decode(body)
+	if err != nil {
 		b.log.Debug("closing connection on undecodable request", "api", a.name, "version", r.Version, "err", err)
 		r.closeConn()
 		return
@@ -130,6 +180,7 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		return
 	}
 	if b.cluster != nil && writesGroupLog(r.Key) {
+		r.offLoop = true
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
@@ -138,8 +189,34 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		return
 	}
 	r.authz.inline.Store(true) // quota.go: request_percentage counts inline answers
+	r.dispatching.Store(inDispatch)
 	b.serve(r, a)
 	r.authz.inline.Store(false)
+	if r.dispatching.Swap(notDispatching) == answeredInDispatch && r.hot != nil {
+		r.hot.release() // answered while serve ran: see answer
+	}
+}
+
+// decode reads the request body after the header: into the pooled
+// message for the hot APIs, with kmsg for the rest.
+func (r *Request) decode(body []byte) (kmsg.Request, error) {
+	var msg kmsg.Request
+	if r.hot != nil {
+		msg = r.hot.message()
+	} else {
+		msg = kmsg.RequestForKey(r.Key)
+	}
+	msg.SetVersion(r.Version)
+	if msg.IsFlexible() {
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, err
+		}
+	}
+	if r.hot != nil {
+		return msg, r.hot.decode(body)
+	}
+	return msg, msg.ReadFrom(body)
 }
 
 func (b *Broker) serve(r *Request, a *api) {
@@ -212,7 +289,7 @@ func (r *Request) beginResponse(flexible bool) *frameWriter {
 func (r *Request) NoResponse() { r.finish(nil) }
 
 func (r *Request) closeConn() {
-	r.done(&Response{Close: true})
+	r.answer(&Response{Close: true})
 }
 
 func (r *Request) finish(resp *Response) {
@@ -220,7 +297,19 @@ func (r *Request) finish(resp *Response) {
 		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
 	}
 	r.broker.metrics.requestDone(r, resp)
-	r.done(resp)
+	r.answer(resp)
+}
+
+// answer completes the request. A pooled Request goes back to its pool
+// here, or when dispatch is done with it if it is still serving it:
+// whoever answers must not touch r (or its Msg) afterwards.
+func (r *Request) answer(resp *Response) {
+	done, hot := r.done, r.hot
+	inline := hot != nil && r.dispatching.CompareAndSwap(inDispatch, answeredInDispatch)
+	done(resp)
+	if hot != nil && !inline {
+		hot.release()
+	}
 }
 
 // logger returns a logger annotated with the request's identity.

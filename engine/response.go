@@ -11,6 +11,9 @@ import (
 
 // Part is one piece of a response frame: Bytes, or when Bytes is nil, a
 // region of a segment file that the network layer sends with sendfile/splice.
+// Bytes may be shared by many responses at once (a cached Metadata body):
+// the network layer reads them and never writes to them (a TLS layer
+// encrypts into its own buffer).
 type Part struct {
 	Bytes  []byte
 	Region storage.Region

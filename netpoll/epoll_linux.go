@@ -72,6 +72,7 @@ func (l *epollLoop) run() {
 	for {
 		l.now = time.Now().UnixNano()
 		if l.srv.forced.Load() {
+			l.endBatch() // answer what was held back before dropping the connections
 			l.closeListeners()
 			l.abandon(l.closeFd)
 			return
@@ -87,6 +88,7 @@ func (l *epollLoop) run() {
 		for _, h := range l.hand {
 			l.adoptHandoff(h)
 		}
+		l.endBatch()
 		l.takeReplies(l.onReply)
 		if rc := l.readyConns; len(rc) > 0 {
 			l.readyConns = nil
@@ -110,6 +112,7 @@ func (l *epollLoop) run() {
 // wait blocks in epoll_wait until an event or the next tick, then handles
 // the events.
 func (l *epollLoop) wait() {
+	l.endBatch() // frames served since the loop's top (replies, ready conns)
 	timeout := 0
 	if l.prepareSleep() {
 		timeout = int((l.untilTick() + time.Millisecond - 1) / time.Millisecond)

@@ -37,6 +37,8 @@ type loopServer struct {
 	opts    Options
 	newLoop func(s *loopServer, id int) (eventLoop, error)
 
+	batch BatchHandler // h, when it batches and Serve runs on the loops; else nil
+
 	startOnce sync.Once
 	startErr  error
 	loops     []eventLoop
@@ -67,6 +69,10 @@ func (s *loopServer) start() error {
 	s.startOnce.Do(func() {
 		errs := make(chan error, s.opts.Loops)
 		s.loops = make([]eventLoop, s.opts.Loops)
+		if bh, ok := s.h.(BatchHandler); ok && s.opts.Workers <= 0 {
+			s.batch = bh
+			bh.BeginLoops(s.opts.Loops)
+		}
 		for i := range s.loops {
 			s.loopsDone.Add(1)
 			go func(i int) {
@@ -410,10 +416,22 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 	if t != nil {
 		info.TLS = &t.state
 	}
-	c.h = b.srv.h.Open(info)
+	if bh := b.srv.batch; bh != nil {
+		c.h = bh.OpenOnLoop(info, b.id)
+	} else {
+		c.h = b.srv.h.Open(info)
+	}
 	c.dl, _ = c.h.(Deadliner)
 	c.in.max = frameLimit(c.h, b.srv.opts.MaxFrame)
 	return c
+}
+
+// endBatch lets a batching handler answer what it held back; the loop
+// calls it before writing replies and before waiting.
+func (b *loopBase) endBatch() {
+	if bh := b.srv.batch; bh != nil {
+		bh.EndBatch(b.id)
+	}
 }
 
 // pick returns the loop that takes the next handed-off connection.

@@ -112,6 +112,27 @@ type Handler interface {
 	Open(info ConnInfo) ConnHandler
 }
 
+// BatchHandler is a Handler that gathers work across the connections of
+// one event loop: what the loop served since it last waited is one batch
+// (a produce handler appends the batch's records for one partition with
+// one write, and answers them together). The uring and epoll backends use
+// it when Serve runs on the loops (no Options.Workers); the std backend
+// and workers call Open and never EndBatch.
+type BatchHandler interface {
+	Handler
+	// BeginLoops is called once, before any connection, with the number
+	// of loops.
+	BeginLoops(n int)
+	// OpenOnLoop is Open for a connection whose frames are served on
+	// loop (0 <= loop < n), on that loop's goroutine.
+	OpenOnLoop(info ConnInfo, loop int) ConnHandler
+	// EndBatch is called on loop's goroutine before it writes the
+	// replies it has and before it waits for more: a Serve that held its
+	// reply back for the batch must give it now (from within EndBatch,
+	// or later from elsewhere as any deferred reply).
+	EndBatch(loop int)
+}
+
 // ConnHandler serves one connection's frames.
 type ConnHandler interface {
 	// Serve handles one request frame (size prefix stripped) and calls

@@ -222,6 +222,7 @@ func (l *uringLoop) run() {
 	for {
 		l.now = time.Now().UnixNano()
 		if l.srv.forced.Load() {
+			l.endBatch() // answer what was held back before dropping the connections
 			l.abandonAll()
 			return
 		}
@@ -236,6 +237,7 @@ func (l *uringLoop) run() {
 		for _, h := range l.hand {
 			l.adoptHandoff(h)
 		}
+		l.endBatch()
 		l.takeReplies(l.onReply)
 		if rc := l.readyConns; len(rc) > 0 {
 			l.readyConns = nil
@@ -261,6 +263,7 @@ func (l *uringLoop) run() {
 // wait submits everything queued and waits for a completion or the next
 // tick, then handles what completed.
 func (l *uringLoop) wait() {
+	l.endBatch() // frames served since the loop's top (replies, ready conns)
 	var err error
 	if l.prepareSleep() {
 		_, err = l.ring.SubmitAndWait(1, l.untilTick())

@@ -92,3 +92,18 @@ func TestCleanShutdownRecordTornNamesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestNewDirectoryLogIsStable: a log opened in a directory Open just made
+// (loadNew) starts with no open transaction, so its last stable offset
+// follows the high watermark. (loadNew once left the first unstable
+// offset at its zero value, and every new partition answered a last
+// stable offset of 0.)
+func TestNewDirectoryLogIsStable(t *testing.T) {
+	l := mustOpen(t, filepath.Join(t.TempDir(), "new-0"), testConfig())
+	defer l.Close()
+	appendN(t, l, 3, 1, 10)
+	l.SetHighWatermark(l.LogEndOffset())
+	if lso, hw := l.LastStableOffset(), l.HighWatermark(); lso != hw || hw != 3 {
+		t.Fatalf("last stable offset %d, high watermark %d, want both 3", lso, hw)
+	}
+}

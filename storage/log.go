@@ -285,18 +285,37 @@ func Open(dir string, cfg Config) (*Log, error) { return open(dir, cfg, false) }
 // named the log.
 func open(dir string, cfg Config, dirClean bool) (*Log, error) {
 	cfg = cfg.normalized()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	made, err := makeDir(dir)
+	if err != nil {
 		return nil, err
 	}
 	l := &Log{dir: dir}
 	l.mu.cfg = cfg
 	l.deleteDelayMs.Store(cfg.FileDeleteDelayMs)
 	l.mu.lastFlushMs = time.Now().UnixMilli()
-	if err := l.load(dirClean); err != nil {
+	load := func() error { return l.load(dirClean) }
+	if made {
+		load = l.loadNew
+	}
+	if err := load(); err != nil {
 		l.closeSegments()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	return l, nil
+}
+
+// makeDir creates dir (and its parents) and reports whether dir is new.
+func makeDir(dir string) (made bool, err error) {
+	err = os.Mkdir(dir, 0o755)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return true, os.MkdirAll(dir, 0o755)
+	}
+	return false, err
 }
 
 // Recovered reports whether Open had to recover the log: it was not

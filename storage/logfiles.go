@@ -139,12 +139,25 @@ func (s *segment) openFile() error {
 	if !fileBudgetLeft() {
 		return ErrTooManyOpenFiles
 	}
-	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+	f, err := s.openLocked()
 	if err != nil {
 		return err
 	}
 	defer retire(s.adoptFileLocked(f)) // after the unlock: it may take a log's removals lock
 	return nil
+}
+
+// openLocked opens the .log file by name, creating it if the segment is
+// unmade. The caller holds s.fd exclusively.
+func (s *segment) openLocked() (*os.File, error) {
+	if !s.unmade.Load() {
+		return os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+	}
+	f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		s.unmade.Store(false)
+	}
+	return f, err
 }
 
 // adoptFileLocked makes f the segment's descriptor; the caller holds s.fd
@@ -166,7 +179,7 @@ func (s *segment) pinFile() error {
 		return ErrClosed
 	}
 	if s.fd.f.Load() == nil {
-		f, err := os.OpenFile(s.path(logSuffix), os.O_RDWR, 0)
+		f, err := s.openLocked()
 		if err != nil {
 			return err
 		}

@@ -52,9 +52,7 @@ func (l *Log) load(dirClean bool) error {
 	if l.epochs, err = loadEpochCache(l.dir); err != nil {
 		return err
 	}
-	l.producers = newProducerState()
-	l.unstable.store(noUnstable)
-	l.flushed.snapshotOff = -1
+	l.initEmptyState()
 	if l.mu.cleanPoint, l.mu.cleanHorizon, err = readCleanerCheckpoint(l.dir); err != nil {
 		return err
 	}
@@ -109,6 +107,25 @@ func (l *Log) load(dirClean bool) error {
 	return nil
 }
 
+// loadNew is load for a directory Open just created: there is nothing to
+// read, recover or remove, so a new partition costs its directory and one
+// segment file, without the dozen lookups of files that cannot be there.
+func (l *Log) loadNew() error {
+	l.epochs = &epochCache{dir: l.dir}
+	l.initEmptyState()
+	l.mu.cleanPoint, l.mu.cleanHorizon = 0, math.MaxInt64 // as readCleanerCheckpoint without a file
+	l.flushed.rp = recoveryPoint{}
+	return l.publishLoaded([]*segment{newEmptySegment(l, 0, l.mu.cfg)}, 0)
+}
+
+// initEmptyState sets the state both load and loadNew start from before
+// anything is read: no producers, no open transaction, no snapshot.
+func (l *Log) initEmptyState() {
+	l.producers = newProducerState()
+	l.unstable.store(noUnstable)
+	l.flushed.snapshotOff = -1
+}
+
 // openSegments removes leftovers (deleted segments, temporary files, index
 // files without a log) and opens every segment, creating the first one in an
 // empty directory (fresh).
@@ -145,16 +162,13 @@ func (l *Log) openSegments() (segs []*segment, fresh bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		s, err := createSegment(l, max(start, 0), l.mu.cfg)
-		if err != nil {
-			return nil, false, err
-		}
-		// No directory fsync: an empty log a crash loses is created again
-		// by the next Open, and the first flush to write a recovery
-		// point fsyncs the directory (writeFileAtomic) after the log
-		// file it covers. Here it was most of what creating a partition
-		// cost, and a CreateTopics of thousands paid it thousands of times.
-		return []*segment{s}, true, nil
+		// No file and no directory fsync: an empty log a crash loses is
+		// created again by the next Open at the same log start, and the
+		// first flush to write a recovery point fsyncs the directory
+		// (writeFileAtomic) after the log file it covers. Here they were
+		// most of what creating a partition cost, and a CreateTopics of
+		// thousands paid them thousands of times.
+		return []*segment{newEmptySegment(l, max(start, 0), l.mu.cfg)}, true, nil
 	}
 	segs = make([]*segment, 0, len(bases))
 	for _, base := range bases {

@@ -75,6 +75,13 @@ type segment struct {
 
 	deleted atomic.Bool // set once renamed to .deleted
 
+	// unmade: the .log file does not exist yet. A new log's first
+	// segment (newEmptySegment) creates it, empty, when it is first
+	// opened (openFile: the first append), so that creating thousands of
+	// partitions costs a directory each and no file. Cleared under fd's
+	// lock once the file exists.
+	unmade atomic.Bool
+
 	// txnDirty: an entry was appended to the .txnindex since its last
 	// fsync (txnindex.go).
 	txnDirty atomic.Bool
@@ -177,6 +184,21 @@ func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, erro
 	s.fd.Unlock()
 	retire(evicted)
 	return s, nil
+}
+
+// newEmptySegment is the first segment of a new log (or of a directory
+// without segments): active, empty, and without files until its first
+// append creates the .log (openFile) and the indexes (activateEmpty). The
+// directory and a log-start checkpoint, if any, are all a restart before
+// that needs: a directory without segments opens as a new log at its log
+// start. (Logs that start anew at an offset no checkpoint names yet, as
+// truncation does, create their segment files at once: createSegment.)
+func newEmptySegment(l *Log, base int64, cfg Config) *segment {
+	s := newSegment(l, l.dir, base)
+	s.mtimeMs = s.createdMs
+	s.activateEmpty(cfg)
+	s.unmade.Store(true)
+	return s
 }
 
 // openSegment finds an existing segment of l; its log is opened and its

@@ -104,7 +104,7 @@ func Workloads(o Options) []Workload {
 	}
 	all := o.Brokers
 	txnMetrics := []string{"produce_mbps", "commit_p50", "commit_p99", "cpu_s", "client_cpu_s", "rss_mb"}
-	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"}
+	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "recs_per_produce", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
 	case SuiteKafka:
@@ -120,6 +120,7 @@ func Workloads(o Options) []Workload {
 				})
 			}
 		}
+		ws = append(ws, rawProduceWorkloads(with, all)...)
 		ws = append(ws,
 			Workload{
 				Name:  "catch-up",
@@ -146,7 +147,7 @@ func Workloads(o Options) []Workload {
 					c.Partitions, c.Rate = 4, 20000
 				}),
 				Brokers: all,
-				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "rss_mb"},
+				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 			Workload{
 				Name:  "many-producers",
@@ -155,7 +156,7 @@ func Workloads(o Options) []Workload {
 					c.Partitions, c.Producers, c.Rate = 4, 100, 5000
 				}),
 				Brokers: all,
-				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "rss_mb"},
+				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 		)
 		ws = append(ws, Workload{
@@ -213,6 +214,41 @@ func Workloads(o Options) []Workload {
 		}
 	}
 	return out
+}
+
+// rawProduceMetrics are the figures of the raw-produce workloads: the
+// broker's throughput and cost with the client nearly out of the way.
+var rawProduceMetrics = []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "client_cpu_share", "rss_mb"}
+
+// rawProduceWorkloads are the raw-produce workloads (bench/rawproduce.go):
+// 4 connections with 8 requests in flight each, 64 KiB batches, at 1 and
+// 16 partitions and both acks; and 100 connections each sending one
+// 100-byte record at a time (many small producers, linger 0), where
+// batched appends matter.
+func rawProduceWorkloads(with func(func(*bench.Config)) bench.Config, brokers []BrokerKind) []Workload {
+	var ws []Workload
+	for _, parts := range []int{1, 16} {
+		for _, acks := range []string{"1", "all"} {
+			ws = append(ws, Workload{
+				Name:  fmt.Sprintf("raw-produce-%dp-acks%s", parts, acks),
+				Title: fmt.Sprintf("Raw produce (batches built once, 4 connections × 8 in flight), %d partition%s, acks=%s", parts, plural(parts), acks),
+				Config: with(func(c *bench.Config) {
+					c.Mode, c.Partitions, c.Consumers, c.Acks = bench.ModeRawProduce, parts, 0, acks
+					c.Producers, c.RawInFlight = 4, 8
+				}),
+				Brokers: brokers, Metrics: rawProduceMetrics,
+			})
+		}
+	}
+	return append(ws, Workload{
+		Name:  "raw-produce-100conn-100B",
+		Title: "Many small producers: 100 connections, one 100-byte record per request, 1 in flight each, 4 partitions, acks=1",
+		Config: with(func(c *bench.Config) {
+			c.Mode, c.Partitions, c.Consumers, c.Acks = bench.ModeRawProduce, 4, 0, "1"
+			c.Producers, c.RawInFlight, c.RecordSize, c.RawBatchRecords = 100, 1, 100, 1
+		}),
+		Brokers: brokers, Metrics: rawProduceMetrics,
+	})
 }
 
 func plural(n int) string {
@@ -591,7 +627,7 @@ var metricDefs = map[string]metricDef{
 		// Bytes the broker took in and gave out over the span CPUSeconds
 		// covers (catch-up runs: the read phase).
 		b := r.Result.Produce.Bytes + r.Result.Consume.Bytes
-		if r.Result.Config.Mode != bench.ModeProduceConsume {
+		if m := r.Result.Config.Mode; m == bench.ModeCatchUp || m == bench.ModeRawFetch {
 			b = r.Result.Consume.Bytes
 		}
 		gb := float64(b) / 1e9
@@ -602,6 +638,24 @@ var metricDefs = map[string]metricDef{
 	}},
 	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0
+	}},
+	"recs_per_produce": {label: "records per produce request", short: "rec/produce", unit: "", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.Result.ProduceRequests == 0 {
+			return 0, false
+		}
+		return float64(r.Result.Produce.Records) / float64(r.Result.ProduceRequests), true
+	}},
+	"recs_per_fetch": {label: "records per fetch request", short: "rec/fetch", unit: "", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.Result.FetchRequests == 0 {
+			return 0, false
+		}
+		return float64(r.Result.Consume.Records) / float64(r.Result.FetchRequests), true
+	}},
+	"client_cpu_share": {label: "load generator share of CPU used", short: "client share", unit: "", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.ClientCPU <= 0 || r.CPUSeconds <= 0 {
+			return 0, false
+		}
+		return r.ClientCPU / (r.ClientCPU + r.CPUSeconds), true
 	}},
 	"rss_mb": {label: "broker peak RSS MB", short: "rss MB", unit: "MB", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return float64(r.PeakRSS) / 1e6, r.PeakRSS > 0
@@ -710,6 +764,7 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 		}
 	}
 	old.Runs = runs
+	old.Workloads = mergeWorkloads(old.Workloads, fresh.Workloads, fresh.Options)
 	if fresh.Limits != nil && old.Limits != nil {
 		old.Limits.SendfileMBps = max(old.Limits.SendfileMBps, fresh.Limits.SendfileMBps)
 		old.Limits.WriteMBps = max(old.Limits.WriteMBps, fresh.Limits.WriteMBps)
@@ -721,6 +776,39 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 		fresh.Options.Rounds, fresh.Options.Duration, strings.TrimSpace(fresh.Options.Command)))
 	old.Finished = old.Finished.Add(fresh.Finished.Sub(fresh.Started))
 	return old, nil
+}
+
+// mergeWorkloads is the old report's workloads with fresh's definitions of
+// those re-run and fresh's new ones added (a workload the old report did
+// not have would otherwise have runs but no table), in the suite's order.
+func mergeWorkloads(old, fresh []Workload, o Options) []Workload {
+	byName := map[string]Workload{}
+	var out []Workload
+	for _, w := range old {
+		byName[w.Name] = w
+	}
+	for _, w := range fresh {
+		byName[w.Name] = w
+	}
+	rank := map[string]int{}
+	for i, w := range Workloads(Options{Suite: o.Suite, Brokers: o.Brokers}) {
+		rank[w.Name] = i
+	}
+	for _, w := range byName {
+		out = append(out, w)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		ri, iok := rank[out[i].Name]
+		rj, jok := rank[out[j].Name]
+		switch {
+		case iok && jok:
+			return ri < rj
+		case iok != jok:
+			return iok // known workloads first
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 func loadReport(path string) (*Report, error) {

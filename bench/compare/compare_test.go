@@ -217,3 +217,30 @@ func TestMergeReplacesRerunWorkloads(t *testing.T) {
 		t.Fatalf("notes %v", merged.Notes)
 	}
 }
+
+// TestMergeAddsNewWorkloads: re-running workloads the saved report did
+// not have (new ones) into it with --merge gives them tables: they join
+// its workloads, in the suite's order, and re-run ones take the fresh
+// definition.
+func TestMergeAddsNewWorkloads(t *testing.T) {
+	o := Options{Suite: SuiteKafka, Brokers: []BrokerKind{Kafka, Sluice}}
+	all := Workloads(o)
+	old := []Workload{all[0], all[len(all)-1]}
+	old[1].Metrics = []string{"stale"}
+	fresh := []Workload{all[len(all)-1], all[4]} // re-run one, add one
+	got := mergeWorkloads(old, fresh, o)
+	if len(got) != 3 || got[0].Name != all[0].Name || got[1].Name != all[4].Name || got[2].Name != all[len(all)-1].Name {
+		t.Fatalf("merged workloads %v", workloadNames(got))
+	}
+	if got[2].Metrics[0] == "stale" {
+		t.Fatal("a re-run workload kept its old definition")
+	}
+}
+
+func workloadNames(ws []Workload) []string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, w.Name)
+	}
+	return out
+}

@@ -116,6 +116,7 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	fmt.Fprintf(&b, "- **Runs**: for each round, each workload runs against each broker in turn (%s), every time on a freshly started broker with a fresh data directory, after a %v warm-up produce on another topic%s. Timed runs last %v; catch-up workloads write %d records and read them back from the page cache. Tables show medians over rounds.\n",
 		brokerOrder(o.Brokers), o.Warmup, jit, o.Duration, o.CatchUpRecords)
 	b.WriteString("- **Load**: franz-go clients in the runner's process; 1 KiB values of random (incompressible) bytes, no compression, linger 0, batches up to 1 MB, up to 5 produce requests in flight per connection (idempotent with acks=all, not with acks=1); one topic per workload created with the stated partitions. Produce-ack latency runs from the time a record was scheduled to its acknowledgement (fixed-rate runs are charged for stalls: no coordinated omission); end-to-end latency from the same time, embedded in the value, to the consumer's poll returning it. Histograms are HDR (1 µs–5 min, 3 digits).\n")
+	b.WriteString("- **Raw produce** (the `raw-produce-*` workloads, `sluice bench --mode raw-produce`): no franz-go producer; each connection sends one Produce v8 request built once (a batch of 1 KiB values, 64 per batch, per partition the connection writes, valid CRC, no producer id) over and over with only the correlation id patched, keeping up to 8 requests in flight, and reads back only correlation ids and error codes, so the client costs next to nothing and the broker is the limit. The many-small-producers workload sends one 100-byte record per request over 100 connections, one request in flight each.\n")
 	b.WriteString("- **Broker cost**: CPU time (user+system, `/proc/PID/stat`) over the measured run (catch-up runs: the read phase only), peak RSS (`VmHWM`, `/proc/PID/status`) of the broker process since its start. The load generator's own CPU time over the same span is shown too: on two cores a client near one full core is itself the ceiling.\n")
 	if l := rep.Limits; l != nil {
 		fmt.Fprintf(&b, "- **Machine limits**, measured in the same run before and after the workloads (best of the two): a page-cached file sent with `sendfile(2)` to a 127.0.0.1 TCP socket read by a discarding reader: **%.0f MB/s**; sequential 1 MiB `write(2)`s to the data disk: **%.0f MB/s** into the page cache (%.0f MB/s including the closing `fdatasync`).\n",
@@ -277,6 +278,17 @@ func benchFlags(c bench.Config) string {
 		f = append(f, "--duration "+c.Duration.String())
 	}
 	f = append(f, "--acks "+c.Acks)
+	if c.Mode == bench.ModeRawProduce {
+		if c.RawInFlight > 0 {
+			f = append(f, fmt.Sprintf("--in-flight %d", c.RawInFlight))
+		}
+		if c.RawBatchRecords > 0 {
+			f = append(f, fmt.Sprintf("--batch-records %d", c.RawBatchRecords))
+		}
+		if c.RawPing {
+			f = append(f, "--ping")
+		}
+	}
 	return strings.Join(f, " ")
 }
 

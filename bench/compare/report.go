@@ -56,6 +56,10 @@ func fmtMetric(metric string, v float64) string {
 	switch metric {
 	case "zc_fraction", "sendfile_fraction":
 		return fmt.Sprintf("%.4f", v)
+	case "client_cpu_share":
+		return fmt.Sprintf("%.2f", v)
+	case "recs_per_produce", "recs_per_fetch":
+		return fmt.Sprintf("%.1f", v)
 	}
 	return fmtValue(v)
 }
@@ -192,6 +196,18 @@ func (rep *Report) Targets() []Target {
 			atLeast("Sluice/Kafka produce MB/s, "+w.Name, rep.ratio(w.Name, "produce_mbps", Kafka), 2, "×")
 		}
 	}
+	for _, p := range []string{"1p", "16p"} {
+		for _, acks := range []string{"1", "all"} {
+			w := "raw-produce-" + p + "-acks" + acks
+			if has(w) {
+				atLeast("Sluice/Kafka raw produce MB/s, "+w, rep.ratio(w, "produce_mbps", Kafka), 2, "×")
+				atMost("Sluice/Kafka broker CPU per GB, "+w, rep.ratio(w, "cpu_per_gb", Kafka), 0.25, "×")
+			}
+		}
+	}
+	if has("raw-fetch") {
+		atMost("Sluice/Kafka broker CPU per GB, raw-fetch", rep.ratio("raw-fetch", "cpu_per_gb", Kafka), 0.25, "×")
+	}
 	if has("catch-up") {
 		atLeast("Sluice/Kafka catch-up consume MB/s (franz-go)", rep.ratio("catch-up", "consume_mbps", Kafka), 2, "×")
 	}
@@ -240,7 +256,8 @@ func (rep *Report) kafkaAhead() []string {
 			def := metricDefs[m]
 			s, ns := rep.Median(w.Name, Sluice, m)
 			k, nk := rep.Median(w.Name, Kafka, m)
-			if ns == 0 || nk == 0 || m == "sendfile_fraction" || m == "client_cpu_s" {
+			if ns == 0 || nk == 0 || m == "sendfile_fraction" || m == "client_cpu_s" || m == "client_cpu_share" ||
+				m == "recs_per_produce" || m == "recs_per_fetch" {
 				continue
 			}
 			if m == "cpu_s" && slices.Contains(w.Metrics, "cpu_per_gb") {

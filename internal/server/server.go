@@ -244,6 +244,9 @@ type handler struct {
 	nextID    atomic.Uint64
 	limits    *connLimiter // connlimit.go
 	log       *slog.Logger
+	// batches are the event loops' produce batches, by loop; set by
+	// BeginLoops before any connection.
+	batches []*engine.ProduceBatch
 }
 
 func (h *handler) Open(info netpoll.ConnInfo) netpoll.ConnHandler {
@@ -273,6 +276,29 @@ func (h *handler) Open(info netpoll.ConnInfo) netpoll.ConnHandler {
 	}
 	return c
 }
+
+// BeginLoops, OpenOnLoop and EndBatch make the handler a
+// netpoll.BatchHandler: each event loop gets a ProduceBatch, so that
+// produce requests served together append together.
+func (h *handler) BeginLoops(n int) {
+	h.batches = make([]*engine.ProduceBatch, n)
+	for i := range h.batches {
+		h.batches[i] = engine.NewProduceBatch()
+	}
+}
+
+// OpenOnLoop is Open for a connection served on an event loop. Plain
+// connections join the loop's batch; SASL ones (authedConn) append at
+// once, as do refused ones (they serve nothing).
+func (h *handler) OpenOnLoop(info netpoll.ConnInfo, loop int) netpoll.ConnHandler {
+	ch := h.Open(info)
+	if c, ok := ch.(*conn); ok {
+		c.s.Batch = h.batches[loop]
+	}
+	return ch
+}
+
+func (h *handler) EndBatch(loop int) { h.batches[loop].Flush() }
 
 // conn is one connection's adapter. Requests on a connection are served one
 // at a time, so reply is only ever the current request's callback.
@@ -308,7 +334,7 @@ func (c *conn) Serve(frame []byte, reply func(netpoll.Reply)) {
 	}
 	if until := c.mutedUntil.Load(); until != 0 {
 		if d := time.Until(time.Unix(0, until)); d > 0 {
-			time.AfterFunc(d, func() { c.b.Handle(c.s, frame, c.done) })
+			time.AfterFunc(d, func() { c.b.HandleOffLoop(c.s, frame, c.done) })
 			return
 		}
 	}

@@ -6,6 +6,7 @@
 //	benchcompare kfake [flags]        Sluice vs kfake, the issue 3 figure
 //	benchcompare kafka-cluster [flags] three Sluice nodes vs three Kafka nodes
 //	benchcompare share [flags]        ten share consumers on one partition, Sluice vs Kafka
+//	benchcompare partitions [flags]   partition scale: one Sluice vs one Kafka broker
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
 //	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
@@ -42,6 +43,8 @@ func main() {
 		err = compare.ClusterMain(ctx, args)
 	case "share":
 		err = compare.ShareMain(ctx, args)
+	case "partitions":
+		err = compare.PartitionsMain(ctx, args)
 	case "report":
 		err = compare.ReportMain(args)
 	case "rebalance":
@@ -71,6 +74,8 @@ Usage:
                                     failover, metadata, 10,000 partitions); BENCHMARKS.md
   benchcompare share [flags]        ten share consumers of one partition acknowledging every
                                     record: records/s, redelivery p50/p99, Sluice vs Kafka 4.4
+  benchcompare partitions [flags]   thousands of partitions on one Sluice and one Kafka
+                                    broker: creation, memory, Metadata, stop, cold start
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
   benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
