@@ -151,12 +151,17 @@ func isTxnProduce(r *Request) bool {
 func (b *Broker) serveTxnProduce(r *Request, a *api) {
 	c := &b.txnChains
 	done := make(chan struct{})
+	// The session id is read now: a produce Request is pooled and goes
+	// back to its pool once answered, before this goroutine is done with
+	// the chain (TestOpenTransactionAtSIGKILL found the nil Session).
+	sid := r.Session.ID
+	r.offLoop = true // not the loop's ProduceBatch: this runs on its own goroutine
 	c.mu.Lock()
 	if c.last == nil {
 		c.last = map[uint64]chan struct{}{}
 	}
-	prev := c.last[r.Session.ID]
-	c.last[r.Session.ID] = done
+	prev := c.last[sid]
+	c.last[sid] = done
 	c.mu.Unlock()
 	go func() {
 		if prev != nil {
@@ -165,8 +170,8 @@ func (b *Broker) serveTxnProduce(r *Request, a *api) {
 		b.serve(r, a)
 		close(done)
 		c.mu.Lock()
-		if c.last[r.Session.ID] == done {
-			delete(c.last, r.Session.ID)
+		if c.last[sid] == done {
+			delete(c.last, sid)
 		}
 		c.mu.Unlock()
 	}()
