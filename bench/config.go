@@ -53,6 +53,11 @@ type Config struct {
 	// Compressible fills values with repeated text instead of random bytes.
 	Compressible bool `json:"compressible"`
 	Mode         Mode `json:"mode"`
+	// TxnRecords, when > 0, makes each producer transactional: it commits
+	// a transaction every TxnRecords records (acks=all, idempotent) and
+	// the result carries the commit latency. Consumers then read at
+	// read_committed.
+	TxnRecords int `json:"txn_records,omitempty"`
 	// KeepTopic skips creating the topic (it must exist).
 	KeepTopic bool `json:"keep_topic"`
 	// RawInFlight is how many requests each raw-produce connection keeps
@@ -124,6 +129,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&c.KeepTopic, "keep-topic", c.KeepTopic, "use the existing topic instead of creating it")
+	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "transactional producers committing every N records (0 = not transactional)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
 }
 
@@ -152,6 +158,12 @@ func (c *Config) Validate() error {
 		return errors.New("need --duration or --records")
 	case c.BatchBytes < c.RecordSize+128:
 		return errors.New("--batch-bytes must hold at least one record")
+	case c.TxnRecords < 0:
+		return errors.New("--txn-records must not be negative")
+	case c.TxnRecords > 0 && c.Acks != "all" && c.Acks != "-1":
+		return errors.New("--txn-records needs --acks all (transactions are idempotent)")
+	case c.TxnRecords > 0 && (c.Mode == ModeRawFetch || c.Mode == ModeRawProduce):
+		return errors.New("--txn-records runs with franz-go producers (not the raw modes)")
 	}
 	if _, err := c.acks(); err != nil {
 		return err

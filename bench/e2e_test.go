@@ -40,6 +40,31 @@ func TestRunAgainstSluice(t *testing.T) {
 			t.Fatalf("errors: %s", res.FirstError)
 		}
 	})
+	t.Run("transactions", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "smoke-txn", 2
+		cfg.Records, cfg.Consumers, cfg.Progress, cfg.TxnRecords = 1050, 0, 0, 100
+		res, err := Run(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 10 full transactions and the last one of 50.
+		if res.Produce.Records != 1050 || res.CommitLatency.Count != 11 || res.ProduceErrors != 0 {
+			t.Fatalf("produced %d, %d commits timed, errors %d (%s)", res.Produce.Records, res.CommitLatency.Count, res.ProduceErrors, res.FirstError)
+		}
+	})
+	t.Run("catch-up-read-committed", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Brokers, cfg.Topic, cfg.Partitions, cfg.Mode = []string{tb.Addr}, "smoke-txn-read", 2, ModeCatchUp
+		cfg.Records, cfg.Progress, cfg.TxnRecords = 1000, 0, 100
+		res, err := Run(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Produce.Records != 1000 || res.Consume.Records != 1000 {
+			t.Fatalf("produced %d, read %d at read_committed", res.Produce.Records, res.Consume.Records)
+		}
+	})
 	t.Run("topic-settings", func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.Brokers, cfg.Topic, cfg.Partitions = []string{tb.Addr}, "smoke-settings", 2

@@ -33,6 +33,7 @@ type run struct {
 	firstErr                atomic.Pointer[string]
 
 	ack, e2e *Recorder
+	commit   *Recorder // transactional producers: EndTransaction(commit)
 	lag      *Recorder // raw-produce at a fixed rate: send time - scheduled time
 	rtt      *Recorder // raw-produce: response time - send time
 	hooks    Hooks
@@ -76,7 +77,7 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
+	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), commit: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 
 	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
@@ -130,6 +131,9 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	}
 	res.ProduceLatency = r.ack.Summary()
 	res.EndToEnd = r.e2e.Summary()
+	if cfg.TxnRecords > 0 {
+		res.CommitLatency = r.commit.Summary()
+	}
 	res.ProduceRequests, res.FetchRequests = r.reqs.produce.Load(), r.reqs.fetch.Load()
 	res.ProduceErrors = r.errs.Load()
 	if p := r.firstErr.Load(); p != nil {
@@ -220,6 +224,9 @@ func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers [
 	for p, e := range end {
 		want += e - start[p]
 	}
+	if r.cfg.TxnRecords > 0 {
+		want = r.produced.Load() // the offsets count the markers too
+	}
 	if r.hooks.BeforeRead != nil {
 		r.hooks.BeforeRead()
 	}
@@ -302,7 +309,11 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		}
 	}
 	for i := range clients {
-		cl, err := kgo.NewClient(opts...)
+		copts := opts
+		if r.cfg.TxnRecords > 0 {
+			copts = append(copts[:len(copts):len(copts)], kgo.TransactionalID(fmt.Sprintf("sluice-bench-%x-%d", r.runID, i)))
+		}
+		cl, err := kgo.NewClient(copts...)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -315,7 +326,7 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			errs <- cl.ProduceSync(wctx, &kgo.Record{Value: make([]byte, r.cfg.RecordSize)}).FirstErr()
+			errs <- r.warmUp(wctx, cl)
 		}()
 	}
 	for range clients {
@@ -329,6 +340,22 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		ps[i] = producer{cl, newPayloads(r.cfg.RecordSize, r.runID, r.cfg.Compressible, uint64(i))}
 	}
 	return ps, nil
+}
+
+// warmUp sends one record (in a committed transaction for transactional
+// producers).
+func (r *run) warmUp(ctx context.Context, cl *kgo.Client) error {
+	rec := &kgo.Record{Value: make([]byte, r.cfg.RecordSize)}
+	if r.cfg.TxnRecords <= 0 {
+		return cl.ProduceSync(ctx, rec).FirstErr()
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		return err
+	}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		return err
+	}
+	return cl.EndTransaction(ctx, kgo.TryCommit)
 }
 
 // producer is a producer client and its value source.
@@ -389,14 +416,52 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client, pl *payloads) {
 		if r.cfg.Records > 0 && r.claimed.Add(1) > r.cfg.Records {
 			break
 		}
+		if r.cfg.TxnRecords > 0 && sent%int64(r.cfg.TxnRecords) == 0 && !r.nextTxn(ctx, cl, sent > 0) {
+			return
+		}
 		cl.Produce(ctx, &kgo.Record{Value: pl.next(intended)}, promise)
 		sent++
+	}
+	if r.cfg.TxnRecords > 0 {
+		r.endTxn(ctx, cl)
+		return
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	if err := cl.Flush(fctx); err != nil {
 		r.fail(fmt.Errorf("flush: %w", err))
 	}
+}
+
+// nextTxn commits the open transaction (if any) and begins the next; false
+// if the producer cannot go on.
+func (r *run) nextTxn(ctx context.Context, cl *kgo.Client, open bool) bool {
+	if open && !r.endTxn(ctx, cl) {
+		return false
+	}
+	if err := cl.BeginTransaction(); err != nil {
+		r.fail(err)
+		return false
+	}
+	return true
+}
+
+// endTxn flushes the open transaction's records and commits it, timing
+// the commit alone.
+func (r *run) endTxn(ctx context.Context, cl *kgo.Client) bool {
+	fctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		r.fail(fmt.Errorf("flush: %w", err))
+		return false
+	}
+	start := time.Now()
+	if err := cl.EndTransaction(fctx, kgo.TryCommit); err != nil {
+		r.fail(fmt.Errorf("commit: %w", err))
+		return false
+	}
+	r.commit.Record(time.Since(start))
+	return true
 }
 
 func (r *run) fail(err error) {
@@ -416,12 +481,16 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 			}
 		}()
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(r.cfg.Brokers...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.WithHooks(&r.reqs),
-	)
+	}
+	if r.cfg.TxnRecords > 0 {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ type Result struct {
 	Consume        Throughput     `json:"consume"`
 	ProduceLatency LatencySummary `json:"produce_ack_latency"`
 	EndToEnd       LatencySummary `json:"end_to_end_latency"`
+	// CommitLatency is EndTransaction(commit) of transactional producers
+	// (Config.TxnRecords), from the call to its return.
+	CommitLatency LatencySummary `json:"commit_latency,omitempty"`
 	// SendLag (raw-produce at a fixed rate) is how late each request left
 	// against its schedule: the client's own share of ProduceLatency.
 	SendLag LatencySummary `json:"send_lag,omitempty"`
@@ -82,6 +85,7 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	printLat("ack", r.ProduceLatency)
 	printLat("e2e", r.EndToEnd)
+	printLat("commit", r.CommitLatency)
 	printLat("send lag", r.SendLag)
 	printLat("rtt", r.RoundTrip)
 	if r.ProduceRequests > 0 {

@@ -41,9 +41,10 @@ package engine
 // appended at once. Decoding allocates nothing (request_hot.go), nor does
 // the common path here (produceScratch is pooled).
 //
-// Transactions are not served (see 22_init_producer_id.go): a request with
-// transactional batches gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every
-// partition, Kafka's answer when the transactional id is not authorised.
+// Transactional batches need the request's transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition without one,
+// as Kafka answers), and each partition must be in the producer's open
+// transaction (KIP-890; txn_verify.go).
 
 import (
 	"fmt"
@@ -155,7 +156,7 @@ func produceRequestError(version int16, req *kmsg.ProduceRequest) *kerr.Error {
 	switch {
 	case version < 3:
 		return kerr.UnsupportedVersion
-	case hasTransactionalBatch(req):
+	case req.TransactionID == nil && hasTransactionalBatch(req):
 		return kerr.TransactionalIDAuthorizationFailed
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		return kerr.InvalidRequiredAcks
@@ -218,6 +219,9 @@ func (b *Broker) producePartition(s *produceScratch, t *Topic, rp *kmsg.ProduceR
 		return
 	}
 	records, h, err := s.prepare(s.r.Version, t, rp.Records)
+	if err == nil && h.IsTransactional() {
+		err = b.verifyTxnProduce(s.r, p, &h) // KIP-890 (txn_verify.go)
+	}
 	if err != nil {
 		produceFailed(s.r, out, err)
 		return

@@ -11,12 +11,10 @@ package engine
 // first such request has it created through the controller).
 // v4+ batch several keys (CoordinatorKeys), each answered on its own.
 //
-// Transaction keys (type 1) answer COORDINATOR_NOT_AVAILABLE with a
-// message: Sluice has no transaction coordinator, and that is what Kafka
-// answers when it cannot host one (its transaction log unavailable).
-// Clients treat it as retriable, so a transactional producer fails with a
-// timeout rather than at once; but it is the honest Kafka answer, and a
-// client whose broker later gains transactions needs no other change.
+// Transaction keys (type 1) answer with the leader of the transactional
+// id's __transaction_state partition (txns.go); the first one creates the
+// topic, and answers COORDINATOR_NOT_AVAILABLE in a cluster until the
+// controller has created it. An empty transactional id is INVALID_REQUEST.
 // Share-group keys (type 2) and unknown types answer INVALID_REQUEST, as
 // Kafka does without share groups enabled.
 
@@ -63,8 +61,11 @@ func (b *Broker) coordinatorFor(key string, keyType int8, listener string) kmsg.
 		c.Host, c.Port = b.advertised(listener)
 		c.NodeID = b.cfg.NodeID
 	case coordinatorTransaction:
-		c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		c.ErrorMessage = kmsg.StringPtr("Sluice has no transaction coordinator: transactional producers are not supported")
+		if key == "" {
+			c.ErrorCode = kerr.InvalidRequest.Code
+			break
+		}
+		b.txnCoordinatorFor(key, &c)
 	default:
 		c.ErrorCode = kerr.InvalidRequest.Code
 		c.ErrorMessage = kmsg.StringPtr("unsupported coordinator key type")

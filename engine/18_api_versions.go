@@ -6,9 +6,9 @@ package engine
 // client that asks with a newer ApiVersions than we serve gets, as from
 // Kafka, UNSUPPORTED_VERSION in the v0 body layout together with the list,
 // so it can retry with a version we speak. v3+ also carries
-// SupportedFeatures / FinalizedFeatures; we report none, which clients read
-// as "no feature-gated behaviour" (Kafka 4's metadata.version is not
-// something a single-node Sluice negotiates).
+// SupportedFeatures / FinalizedFeatures: only transaction.version (txns.go),
+// which clients read to choose transactions version 2 (Kafka 4's
+// metadata.version is not something Sluice negotiates).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -26,6 +26,7 @@ func (b *Broker) handleApiVersions(r *Request) {
 		return
 	}
 	resp.ApiKeys = apiKeyList()
+	b.txnFeatures(resp) // txns.go
 	r.Respond(resp)
 }
 

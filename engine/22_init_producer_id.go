@@ -9,18 +9,23 @@ package engine
 // transaction-coordinator operation, and idempotent clients bump their epoch
 // locally instead.
 //
-// Transactions are not served yet. A request with a transactional id gets
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client (Java,
-// librdkafka, franz-go, sarama) treats as fatal and reports at once. The
-// alternatives Kafka uses for a coordinator that is not ready
-// (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR) are retriable: a producer
-// would spin until max.block.ms before failing with a timeout that says
-// nothing about the cause. An empty transactional id is INVALID_REQUEST, as
-// in Kafka.
+// With a transactional id the request goes to the transaction
+// coordinator (engine/txn, txns.go): the id gets its producer id (a new
+// one the first time) and the next epoch, which fences every older
+// producer of the id; an open transaction is aborted first and the call
+// answers CONCURRENT_TRANSACTIONS until it is (the client retries). v3+
+// ProducerID/ProducerEpoch are KIP-360's recovery: the pair the producer
+// had is bumped, a retry of the last bump is answered again, anything else
+// is PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4). A timeout above
+// transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT. The first
+// transactional request creates __transaction_state. An empty
+// transactional id is INVALID_REQUEST, as in Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/txn"
 )
 
 func init() { register(kmsg.InitProducerID, 0, 5, (*Broker).handleInitProducerID) }
@@ -40,8 +45,15 @@ func (b *Broker) handleInitProducerID(r *Request) {
 		resp.ProducerID, resp.ProducerEpoch = id, 0
 	case *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case !b.ensureTxnTopic():
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		res := b.txns.InitProducerID(txn.InitRequest{
+			TransactionalID: *req.TransactionalID, TimeoutMs: req.TransactionTimeoutMillis,
+			ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch,
+		})
+		resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.ProducerEpoch
+		resp.ErrorCode = fencedCode(res.ErrorCode, r.Version, 4)
 	}
 	r.Respond(resp)
 }

@@ -29,13 +29,18 @@ type Broker struct {
 	mdCache metadataCache    // encoded full Metadata answers (metadata_cache.go)
 	metrics *Metrics
 
-	groups   *groupCoordinator  // consumer groups and committed offsets (groups.go)
-	share    *shareBroker       // share groups (share.go)
-	sessions *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
-	waiters  *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
-	pids     *producerIDManager // InitProducerId allocation (producer_ids.go)
-	cluster  *clusterLink       // nil on a single node (cluster.go)
-	replicas *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
+	groups *groupCoordinator // consumer groups and committed offsets (groups.go)
+	share  *shareBroker      // share groups (share.go)
+	txns   *txnCoordinator   // transactional ids and their transactions (txns.go)
+
+	peers       peerClients        // requests to other brokers: markers, verification (txn_peers.go)
+	txnVerified verifiedTxns       // transactions verified for produce (txn_verify.go)
+	txnChains   txnProduceChains   // a cluster's transactional produces in order (txn_verify.go)
+	sessions    *fetchSessionCache // incremental fetch sessions (fetch_sessions.go)
+	waiters     *fetchPurgatory    // long-polling fetches (fetch_purgatory.go)
+	pids        *producerIDManager // InitProducerId allocation (producer_ids.go)
+	cluster     *clusterLink       // nil on a single node (cluster.go)
+	replicas    *replicaManager    // replica fetchers, ISR tick, replication's link (replica_fetcher.go)
 
 	// dynamic holds the dynamic broker configs and the effective config
 	// they lead to (dynconfig.go); replaced at image changes.
@@ -124,13 +129,17 @@ func (b *Broker) startSubsystems() error {
 	if b.cluster != nil {
 		b.groups = newClusterGroupCoordinator(b)
 		b.share = newShareBroker(b)
-		return nil
+	} else {
+		if b.groups, err = newGroupCoordinator(b); err != nil {
+			return err
+		}
+		b.share = newShareBroker(b)
+		if err := b.share.loadLocal(); err != nil {
+			return err
+		}
 	}
-	if b.groups, err = newGroupCoordinator(b); err != nil {
-		return err
-	}
-	b.share = newShareBroker(b)
-	return b.share.loadLocal()
+	b.txns, err = newTxnCoordinator(b)
+	return err
 }
 
 // Config returns the broker's configuration.
@@ -158,6 +167,8 @@ func (b *Broker) Close() error {
 		b.waiters.close()
 		b.groups.close()
 		b.share.close()
+		b.txns.Close()
+		b.peers.close()
 		err = cmp.Or(b.closeTopics(), b.meta.store.Close())
 		b.log.Info("broker stopped cleanly")
 	})

@@ -70,8 +70,10 @@ type clusterLink struct {
 	nudge chan struct{}
 	// creatingOffsets is set while __consumer_offsets is being created.
 	creatingOffsets atomic.Bool
-	shutdownOK      chan struct{}
-	shutdownOnce    sync.Once
+	// creatingTxnState is set while __transaction_state is being created.
+	creatingTxnState atomic.Bool
+	shutdownOK       chan struct{}
+	shutdownOnce     sync.Once
 	// fatal carries the error that stops the broker (another cluster).
 	fatal chan error
 	// imageMoved is closed and replaced under mu whenever the image moves.
@@ -202,6 +204,7 @@ func (l *clusterLink) apply(rd controller.LogRead) error {
 		b.log.Error("partitions not in step with the metadata image", "err", err)
 	}
 	b.syncGroups(img)
+	b.syncTxns(img)
 	l.mu.Lock()
 	close(l.imageMoved)
 	l.imageMoved = make(chan struct{})

@@ -140,14 +140,18 @@ func (l *clusterLink) allocateProducerIDs(size int64) (int64, error) {
 func (b *Broker) clusterTopicRequest(name string, partitions int32) kmsg.CreateTopicsRequestTopic {
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, int16(b.cfg.DefaultReplicationFactor)
-	if name == offsetsTopic || name == shareStateTopic { // Kafka: share.coordinator.state.topic.replication.factor, default 3
+	if name == offsetsTopic || name == shareStateTopic || name == txnStateTopic { // Kafka: share.coordinator.state.topic.replication.factor, default 3
 		live := 0
 		for _, br := range b.image().Brokers() {
 			if br.Eligible() {
 				live++
 			}
 		}
-		rt.ReplicationFactor = int16(max(1, min(int(b.cfg.OffsetsTopicReplicationFactor), live)))
+		rf := b.cfg.OffsetsTopicReplicationFactor
+		if name == txnStateTopic {
+			rf = b.cfg.TxnStateReplicationFactor
+		}
+		rt.ReplicationFactor = int16(max(1, min(int(rf), live)))
 	}
 	return rt
 }

@@ -34,7 +34,7 @@ func (b *Broker) syncGroups(img metadata.Image) {
 		switch loaded := b.groups.Loaded(idx); {
 		case leads && !loaded:
 			p.advanceHighWatermark()
-			if _, err := b.groups.LoadPartition(idx, groupLog{p}); err != nil {
+			if _, err := b.groups.LoadPartition(idx, b.groups.offsetsLog(p)); err != nil {
 				b.log.Error("cannot load consumer groups", "partition", idx, "err", err)
 			}
 		case !leads && loaded:

@@ -64,6 +64,15 @@ type Config struct {
 
 	MaxIncrementalFetchSessions int // max.incremental.fetch.session.cache.slots
 
+	TxnStatePartitions        int32         // transaction.state.log.num.partitions
+	TxnStateReplicationFactor int32         // transaction.state.log.replication.factor
+	TxnStateSegmentBytes      int64         // transaction.state.log.segment.bytes
+	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms
+	TxnIDExpiration           time.Duration // transactional.id.expiration.ms
+	TxnAbortCheckInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	TxnExpireCheckInterval    time.Duration // transaction.remove.expired.transaction.cleanup.interval.ms
+	TxnVersion                int32         // sluice.transaction.version: the transaction.version feature level (1 or 2)
+
 	// The cluster (cluster.go). ClusterMode reports whether it is one.
 	ProcessRoles                  string        // process.roles: broker, controller or both
 	QuorumVoters                  string        // controller.quorum.voters: id@host:port,...

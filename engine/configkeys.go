@@ -244,6 +244,24 @@ var configKeys = append([]configKey{
 	{name: "offsets.retention.minutes", typ: typeInt, def: "10080", min: 1, max: maxInt32, doc: "how long committed offsets of empty groups are kept",
 		field: func(c *Config) any { return minutes{&c.OffsetsRetention} }},
 
+	// Transaction coordinator and __transaction_state (engine/txn).
+	{name: "transaction.state.log.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __transaction_state",
+		field: func(c *Config) any { return &c.TxnStatePartitions }},
+	{name: "transaction.state.log.replication.factor", typ: typeInt, def: "3", min: 1, max: maxInt32,
+		doc: "replication factor of __transaction_state (at most the brokers registered when it is created: 1 on a single node)", field: func(c *Config) any { return &c.TxnStateReplicationFactor }},
+	{name: "transaction.state.log.segment.bytes", typ: typeInt, def: "104857600", min: 1, max: maxInt32, doc: "segment size of __transaction_state",
+		field: func(c *Config) any { return &c.TxnStateSegmentBytes }},
+	{name: "transaction.max.timeout.ms", typ: typeInt, def: "900000", min: 1, max: maxInt32, doc: "largest transaction.timeout.ms a producer may ask for",
+		field: func(c *Config) any { return millis{&c.TxnMaxTimeout} }},
+	{name: "transactional.id.expiration.ms", typ: typeInt, def: "604800000", min: 1, max: maxInt32,
+		doc: "a transactional id unused this long is removed", field: func(c *Config) any { return millis{&c.TxnIDExpiration} }},
+	{name: "transaction.abort.timed.out.transaction.cleanup.interval.ms", typ: typeInt, def: "10000", min: 1, max: maxInt32,
+		doc: "how often transactions past their timeout are aborted", field: func(c *Config) any { return millis{&c.TxnAbortCheckInterval} }},
+	{name: "transaction.remove.expired.transaction.cleanup.interval.ms", typ: typeInt, def: "3600000", min: 1, max: maxInt32,
+		doc: "how often expired transactional ids are removed", field: func(c *Config) any { return millis{&c.TxnExpireCheckInterval} }},
+	{name: "sluice.transaction.version", typ: typeInt, def: "2", min: 1, max: 2,
+		doc: "the transaction.version feature finalized for clients: 2 is KIP-890 part 2 (an epoch bump per transaction, partitions added by the brokers), Kafka 4's default; 1 the earlier protocol", field: func(c *Config) any { return &c.TxnVersion }},
+
 	// The cluster (docs/cluster.md). With no controller.quorum.voters and no
 	// controller.quorum.bootstrap.servers the node runs alone, as `sluice
 	// serve` with no flags does: broker and a one-voter controller over a
@@ -295,7 +313,7 @@ var configKeys = append([]configKey{
 	ignored("num.network.threads", typeInt), ignored("num.io.threads", typeInt),
 	ignored("socket.send.buffer.bytes", typeInt), ignored("socket.receive.buffer.bytes", typeInt),
 	ignored("num.recovery.threads.per.data.dir", typeInt),
-	ignored("transaction.state.log.replication.factor", typeInt), ignored("transaction.state.log.min.isr", typeInt),
+	ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
 	{name: "share.coordinator.state.topic.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __share_group_state",
 		field: func(c *Config) any { return &c.ShareStateTopicPartitions }},

@@ -76,7 +76,7 @@ func TestGroupPartitionUnloadAndLoad(t *testing.T) {
 		t.Fatalf("join while unloaded: %v", kerr.ErrorForCode(code))
 	}
 
-	if n, err := b.groups.LoadPartition(p, groupLog{b.Topic(offsetsTopic).Partition(p)}); err != nil || n != 1 {
+	if n, err := b.groups.LoadPartition(p, b.groups.offsetsLog(b.Topic(offsetsTopic).Partition(p))); err != nil || n != 1 {
 		t.Fatalf("reload: %d groups, %v", n, err)
 	}
 	if code := find(moving); code != 0 {

@@ -19,7 +19,7 @@ type bytesLog []byte
 func (l bytesLog) Append([]byte) (int64, error) { return 0, nil }
 
 func (l bytesLog) Replay(fn func(key, value []byte) error) error {
-	_, err := replayBatches(l, new([]byte), fn)
+	_, err := replayBatches(l, new([]byte), newReplayTxns(), fn)
 	return err
 }
 
@@ -37,7 +37,7 @@ func TestGroupLogReplayBatches(t *testing.T) {
 	log := append(append([]byte{}, first...), second...)
 
 	var keys [][]byte
-	next, err := replayBatches(log, new([]byte), func(k, v []byte) error {
+	next, err := replayBatches(log, new([]byte), newReplayTxns(), func(k, v []byte) error {
 		keys = append(keys, bytes.Clone(k))
 		return nil
 	})
@@ -96,7 +96,7 @@ func TestGroupWriteWaitsForISR(t *testing.T) {
 	}
 	returned := make(chan result, 1)
 	go func() {
-		base, err := groupLog{p}.Append(batch)
+		base, err := groupLog{p: p}.Append(batch)
 		returned <- result{base, err}
 	}()
 	// The write is in the log and waits on the watermark: Append must not

@@ -19,7 +19,7 @@ func TestOffsetsAppendWaitsForInSyncReplicas(t *testing.T) {
 	batch := BuildTestBatch(t, TestBatchOpts{ProducerID: -1}, TestRecord{Key: []byte("k"), Value: []byte("v")})
 
 	done := make(chan error, 1)
-	go func() { _, err := (groupLog{p}).Append(batch); done <- err }()
+	go func() { _, err := (groupLog{p: p}).Append(batch); done <- err }()
 	waitUntil(t, "the local append", func() bool { return p.LogEndOffset() == 1 })
 	select {
 	case err := <-done:
@@ -39,7 +39,7 @@ func TestOffsetsAppendWaitsForInSyncReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	leadWith(p, 2, 1)
-	if _, err := (groupLog{p}).Append(batch); err != nil {
+	if _, err := (groupLog{p: p}).Append(batch); err != nil {
 		t.Fatalf("with ISR [1] and min.insync.replicas 2: %v", err)
 	}
 	leadWith(p, 3, 1, 2)

@@ -50,7 +50,7 @@ func newGroupCoordinator(b *Broker) (*groupCoordinator, error) {
 	for _, p := range parts {
 		// One replica: everything in the log is committed.
 		p.advanceHighWatermark()
-		n, err := c.LoadPartition(p.Index, groupLog{p})
+		n, err := c.LoadPartition(p.Index, c.offsetsLog(p))
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("load %s-%d: %w", offsetsTopic, p.Index, err)
@@ -80,6 +80,14 @@ func (b *Broker) offsetsTopic() (*Topic, error) {
 }
 
 func (c *groupCoordinator) close() { c.Close() }
+
+// offsetsLog is the group coordinator's view of offsets partition p,
+// giving back the offsets of transactions still open at a load.
+func (c *groupCoordinator) offsetsLog(p *Partition) offsetsLog {
+	return offsetsLog{groupLog{p}, func(pid int64, key, value []byte) error {
+		return c.RestoreTxnOffset(p.Index, pid, key, value)
+	}}
+}
 
 // topicDeleted drops every group's offsets of a deleted topic.
 func (c *groupCoordinator) topicDeleted(topic string) { c.TopicDeleted(topic) }

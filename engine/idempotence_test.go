@@ -39,8 +39,8 @@ func TestInitProducerID(t *testing.T) {
 		seen[r.ProducerID] = true
 	}
 	txn, empty := "tx", ""
-	if r := initProducerID(rc, 5, &txn); r.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code || r.ProducerID != -1 {
-		t.Fatalf("transactional id: %v id %d", kerr.ErrorForCode(r.ErrorCode), r.ProducerID)
+	if r := initProducerID(rc, 5, &txn); r.ErrorCode != 0 || seen[r.ProducerID] || r.ProducerEpoch != 0 {
+		t.Fatalf("transactional id: %v id %d epoch %d", kerr.ErrorForCode(r.ErrorCode), r.ProducerID, r.ProducerEpoch)
 	}
 	if r := initProducerID(rc, 5, &empty); r.ErrorCode != kerr.InvalidRequest.Code {
 		t.Fatalf("empty transactional id: %v", kerr.ErrorForCode(r.ErrorCode))

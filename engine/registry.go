@@ -167,7 +167,7 @@ func (b *Broker) openTopics(tis []*metadata.TopicImage, img metadata.Image) ([]*
 
 // openTopic opens the logs of a topic's hosted partitions.
 func (b *Broker) openTopic(ti *metadata.TopicImage, overrides map[string]string) (*Topic, error) {
-	t := &Topic{Name: ti.Name, ID: ti.ID, Internal: ti.Name == offsetsTopic}
+	t := &Topic{Name: ti.Name, ID: ti.ID, Internal: ti.Name == offsetsTopic || ti.Name == txnStateTopic}
 	b.setOverrides(t, overrides)
 	parts, err := b.openPartitions(t, ti.Partitions, 0)
 	if err != nil {

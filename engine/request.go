@@ -184,6 +184,10 @@ func (b *Broker) dispatch(r *Request, body []byte) {
 		go b.serve(r, a) // off the network loop: see writesGroupLog
 		return
 	}
+	if b.cluster != nil && isTxnProduce(r) {
+		b.serveTxnProduce(r, a) // txn_verify.go
+		return
+	}
 	r.authz.inline.Store(true) // quota.go: request_percentage counts inline answers
 	r.dispatching.Store(inDispatch)
 	b.serve(r, a)

@@ -103,6 +103,7 @@ func Workloads(o Options) []Workload {
 		return c
 	}
 	all := o.Brokers
+	txnMetrics := []string{"produce_mbps", "commit_p50", "commit_p99", "cpu_s", "client_cpu_s", "rss_mb"}
 	produceMetrics := []string{"produce_mbps", "produce_rps", "ack_p50", "ack_p99", "cpu_s", "cpu_per_gb", "client_cpu_s", "recs_per_produce", "rss_mb"}
 	var ws []Workload
 	switch o.Suite {
@@ -158,6 +159,25 @@ func Workloads(o Options) []Workload {
 				Metrics: []string{"produce_rps", "ack_p50", "ack_p99", "e2e_p99", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 		)
+		ws = append(ws, Workload{
+			Name:  "catch-up-txn",
+			Title: "Catch-up consume at read_committed of transactionally written data (1,000 records per transaction), franz-go consumer, 4 partitions",
+			Config: with(func(c *bench.Config) {
+				c.Mode, c.Partitions, c.Records, c.TxnRecords = bench.ModeCatchUp, 4, o.CatchUpRecords, 1000
+			}),
+			Brokers: all,
+			Metrics: []string{"consume_mbps", "consume_rps", "cpu_s", "cpu_per_gb", "client_cpu_s", "rss_mb"},
+		})
+		for _, n := range []int{100, 1000} {
+			ws = append(ws, Workload{
+				Name:  fmt.Sprintf("txn-%d", n),
+				Title: fmt.Sprintf("Transactional produce, 1 producer, %d records of 1 KiB per transaction, 4 partitions", n),
+				Config: with(func(c *bench.Config) {
+					c.Partitions, c.Consumers, c.TxnRecords = 4, 0, n
+				}),
+				Brokers: all, Metrics: txnMetrics,
+			})
+		}
 	case SuiteKfake:
 		ws = []Workload{
 			{
@@ -566,8 +586,9 @@ func latencyMetric(label, short string, pick func(*bench.Result) bench.LatencySu
 	}}
 }
 
-func ack(r *bench.Result) bench.LatencySummary { return r.ProduceLatency }
-func e2e(r *bench.Result) bench.LatencySummary { return r.EndToEnd }
+func ack(r *bench.Result) bench.LatencySummary    { return r.ProduceLatency }
+func e2e(r *bench.Result) bench.LatencySummary    { return r.EndToEnd }
+func commit(r *bench.Result) bench.LatencySummary { return r.CommitLatency }
 
 var metricDefs = map[string]metricDef{
 	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
@@ -588,12 +609,14 @@ var metricDefs = map[string]metricDef{
 		}
 		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
 	}},
-	"ack_p50":  latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
-	"ack_p99":  latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
-	"ack_p999": latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
-	"e2e_p50":  latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
-	"e2e_p99":  latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
-	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	"ack_p50":    latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
+	"ack_p99":    latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
+	"ack_p999":   latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
+	"e2e_p50":    latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
+	"e2e_p99":    latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
+	"e2e_p999":   latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	"commit_p50": latencyMetric("commit p50 ms", "commit p50", commit, "p50"),
+	"commit_p99": latencyMetric("commit p99 ms", "commit p99", commit, "p99"),
 	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
 	}},

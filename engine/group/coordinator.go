@@ -47,6 +47,7 @@ type Coordinator struct {
 		closed bool
 		sweep  Timer // the retention sweep; nil once closed
 	}
+	txn txnOffsets // offsets of open transactions (txn_offsets.go)
 }
 
 // partition is one loaded partition of __consumer_offsets.

@@ -39,6 +39,7 @@ func (c *Coordinator) LoadPartition(p int32, log PartitionLog) (int, error) {
 	if p < 0 || p >= c.cfg.Partitions {
 		return 0, fmt.Errorf("partition %d of %d", p, c.cfg.Partitions)
 	}
+	c.txn.drop(p) // the replay restores the open transactions' offsets
 	loaded := map[string]*loadedGroup{}
 	if err := log.Replay(func(key, value []byte) error { return loadRecord(loaded, key, value) }); err != nil {
 		return 0, err
@@ -76,6 +77,7 @@ func (c *Coordinator) UnloadPartition(p int32) {
 		return
 	}
 	delete(c.mu.parts, p)
+	c.txn.drop(p)
 	groups := c.takeGroups(func(g *group) bool { return g.part == part })
 	c.mu.Unlock()
 	unloadGroups(groups)

@@ -204,6 +204,22 @@ func (c *cluster) coordinator(group string) (int32, error) {
 	return r.NodeID, nil
 }
 
+// txnCoordinator is the node coordinating a transactional id.
+func (c *cluster) txnCoordinator(id string) (int32, error) {
+	adm, err := c.admin()
+	if err != nil {
+		return -1, err
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, ok := adm.FindTxnCoordinators(ctx, id)[id]
+	if !ok || r.Err != nil {
+		return -1, fmt.Errorf("FindCoordinator (transaction) %s: %v", id, r.Err)
+	}
+	return r.NodeID, nil
+}
+
 // restarter serves one scenario's broker stop and start requests; it
 // remembers the node it stopped and what happened, for the "restart" cell.
 type restarter struct {
@@ -218,6 +234,7 @@ type restarter struct {
 //
 //	broker stop <group>   SIGTERM the coordinator of group (controlled
 //	                      shutdown), wait for exit 0; reply "stopped node <id> …"
+//	broker stop-txn <id>  the same for the coordinator of a transactional id
 //	broker start          start it again, wait until it is back in every
 //	                      ISR; reply "started node <id> …"
 //
@@ -226,22 +243,26 @@ func (r *restarter) control(req string) string {
 	verb, arg, _ := strings.Cut(req, " ")
 	switch verb {
 	case "stop":
-		return r.stop(strings.TrimSpace(arg))
+		return r.stop(strings.TrimSpace(arg), "group", r.c.coordinator)
+	case "stop-txn":
+		return r.stop(strings.TrimSpace(arg), "transactional id", r.c.txnCoordinator)
 	case "start":
 		return r.start()
 	}
 	return "error unknown request " + req
 }
 
-func (r *restarter) stop(group string) string {
+// stop stops the coordinator of key (a group or a transactional id, as
+// find looks it up), node 2 when it cannot be found.
+func (r *restarter) stop(key, kind string, find func(string) (int32, error)) string {
 	if r.stopped != nil {
 		return r.fail("a node is already stopped")
 	}
-	id, err := r.c.coordinator(group)
-	r.why = fmt.Sprintf("node %d, coordinator of group %s", id, group)
+	id, err := find(key)
+	r.why = fmt.Sprintf("node %d, coordinator of %s %s", id, kind, key)
 	if err != nil || r.c.node(id) == nil {
 		id = 2
-		r.why = fmt.Sprintf("node 2 (FindCoordinator %s: %v)", group, err)
+		r.why = fmt.Sprintf("node 2 (FindCoordinator %s: %v)", key, err)
 	}
 	b := r.c.node(id)
 	log.Printf("stopping %s", r.why)

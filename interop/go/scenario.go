@@ -317,6 +317,15 @@ func runScenario(ctx context.Context, name string, c client) bool {
 	}
 	cancel()
 	rep.check("alter-config", err, "retention.ms="+newRetention+" read back")
+
+	sctx, cancel = step(60 * time.Second)
+	detail, err := txnScenario(sctx, c, name)
+	cancel()
+	if errors.Is(err, errNoTxn) {
+		rep.skip("transactions", "%v", err)
+	} else {
+		rep.check("transactions", err, detail)
+	}
 	return !rep.failed
 }
 

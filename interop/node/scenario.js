@@ -294,6 +294,62 @@ async function describeConfig (topic, key) {
   return e ? e.configValue : null
 }
 
+const TXN_PARTITIONS = 3
+const TXN_RECORDS = 30
+
+// transactions commits one transaction, aborts another and commits an END
+// per partition; a read_committed consumer must read exactly the
+// committed values.
+async function transactions (topic) {
+  await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: TXN_PARTITIONS, replicationFactor: 1 }] })
+  const producer = kafka.producer({ transactionalId: `${topic}-id`, idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false })
+  await producer.connect()
+  const want = new Set()
+  try {
+    for (const [prefix, commit] of [['c', true], ['a', false]]) {
+      const txn = await producer.transaction()
+      const messages = []
+      for (let i = 0; i < TXN_RECORDS; i++) {
+        messages.push({ value: `${prefix}-${i}`, partition: i % TXN_PARTITIONS })
+        if (commit) want.add(`${prefix}-${i}`)
+      }
+      await txn.send({ topic, acks: -1, messages })
+      await (commit ? txn.commit() : txn.abort())
+    }
+    const txn = await producer.transaction()
+    await txn.send({ topic, acks: -1, messages: [...Array(TXN_PARTITIONS).keys()].map((p) => ({ value: 'END', partition: p })) })
+    await txn.commit()
+  } finally {
+    await producer.disconnect()
+  }
+  const consumer = kafka.consumer({ groupId: `${topic}-reader`, maxWaitTimeInMs: 200, readUncommitted: false })
+  const got = []
+  const ended = new Set()
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topic, fromBeginning: true })
+    let done
+    const all = new Promise((resolve) => { done = resolve })
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        const v = message.value.toString()
+        if (v === 'END') ended.add(partition)
+        else got.push(v)
+        if (ended.size === TXN_PARTITIONS) done()
+      },
+    })
+    await Promise.race([all, sleep(30000)])
+  } finally {
+    await consumer.disconnect()
+  }
+  const sorted = (xs) => [...xs].sort().join(',')
+  if (ended.size < TXN_PARTITIONS || sorted(got) !== sorted(want)) {
+    throw new Error(`read_committed read ${got.length} values (${ended.size} partitions ended), want the ${want.size} committed ones`)
+  }
+  return `${TXN_RECORDS} committed, ${TXN_RECORDS} aborted (unseen) over ${TXN_PARTITIONS} partitions; read_committed read exactly the committed ones`
+}
+
 async function main () {
   process.stdout.write(`##interop version kafkajs ${kafkajsVersion}\n`)
   admin = kafka.admin()
@@ -358,6 +414,7 @@ async function main () {
     if (got !== v) throw new Error(`after altering retention.ms to ${v}, DescribeConfigs says ${got}`)
     return `alterConfigs (AlterConfigs v0) retention.ms=${v} read back`
   })
+  await check('transactions', () => transactions(topic('txn')))
   await admin.disconnect()
   return failed ? 1 : 0
 }

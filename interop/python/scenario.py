@@ -325,6 +325,53 @@ def describe(admin, topic, key):
     return entries.get(key)
 
 
+TXN_PARTITIONS, TXN_RECORDS = 3, 30
+
+
+def transactions(admin, topic):
+    """Commits one transaction, aborts another, commits an END per
+    partition; read_committed must read exactly the committed values."""
+    for f in admin.create_topics([NewTopic(topic, TXN_PARTITIONS, 1)], request_timeout=15).values():
+        f.result()
+    p = Producer(conf(**{"transactional.id": f"{topic}-id", "acks": "all"}))
+    p.init_transactions(30)
+    want = set()
+    for prefix, commit in (("c", True), ("a", False)):
+        p.begin_transaction()
+        for i in range(TXN_RECORDS):
+            p.produce(topic, value=f"{prefix}-{i}".encode(), partition=i % TXN_PARTITIONS)
+            if commit:
+                want.add(f"{prefix}-{i}")
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    p.begin_transaction()
+    for part in range(TXN_PARTITIONS):
+        p.produce(topic, value=b"END", partition=part)
+    p.commit_transaction(30)
+    c = Consumer(conf(**{"group.id": f"{topic}-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"}))
+    try:
+        c.assign([TopicPartition(topic, part, OFFSET_BEGINNING) for part in range(TXN_PARTITIONS)])
+        got, ended, deadline = [], set(), time.time() + 30
+        while len(ended) < TXN_PARTITIONS and time.time() < deadline:
+            for m in c.consume(num_messages=100, timeout=0.5):
+                if m.error():
+                    raise KafkaException(m.error())
+                if m.value() == b"END":
+                    ended.add(m.partition())
+                else:
+                    got.append(m.value().decode())
+    finally:
+        c.close()
+    if len(ended) < TXN_PARTITIONS or sorted(got) != sorted(want):
+        raise AssertionError(f"read_committed read {sorted(got)} ({len(ended)} partitions ended), "
+                             f"want the {len(want)} committed values")
+    return (f"{TXN_RECORDS} committed, {TXN_RECORDS} aborted (unseen) over {TXN_PARTITIONS} partitions; "
+            "read_committed read exactly the committed ones")
+
+
 def main():
     lib = confluent_kafka.libversion()[0]
     print(f"##interop version confluent-kafka {confluent_kafka.__version__} (librdkafka {lib})", flush=True)
@@ -390,6 +437,7 @@ def main():
 
     check("describe-config", describe_step)
     check("alter-config", alter_step)
+    check("transactions", lambda: transactions(admin, topic("txn")))
     return 1 if interop_report.failed else 0
 
 

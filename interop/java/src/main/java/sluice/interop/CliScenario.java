@@ -37,6 +37,7 @@ public final class CliScenario {
     static final String ACLS = "org.apache.kafka.tools.AclCommand";
     static final String PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance";
     static final String CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance";
+    static final String TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand";
 
     static final String TOPIC = "cli-topic";
     static final String GROUP = "cli-group";
@@ -262,6 +263,7 @@ public final class CliScenario {
             }
             return precords + " records: " + l.get(l.size() - 1);
         });
+        transactions();
         aclsAndQuotas();
         rep.check("kafka-topics delete", () -> {
             Tool.run(TOPICS, null, 60, "--bootstrap-server", bs, "--delete", "--topic", ptopic).ok();
@@ -271,6 +273,51 @@ public final class CliScenario {
             return "--delete, then --list no longer shows it";
         });
         return !rep.failed();
+    }
+
+    /**
+     * kafka-transactions over one transaction committed on TOPIC-0 and one left open (its producer
+     * still alive): list, describe, describe-producers and find-hanging (the open one is not
+     * hanging: its coordinator knows it).
+     */
+    void transactions() {
+        String id = "cli-txn";
+        try (org.apache.kafka.clients.producer.KafkaProducer<String, String> p = Transactions.producer(bs, id)) {
+            rep.check("kafka-transactions list", () -> {
+                p.initTransactions();
+                p.beginTransaction();
+                p.send(new org.apache.kafka.clients.producer.ProducerRecord<>(TOPIC, 0, "k", "committed"));
+                p.commitTransaction();
+                p.beginTransaction();
+                p.send(new org.apache.kafka.clients.producer.ProducerRecord<>(TOPIC, 0, "k", "open")).get(30, java.util.concurrent.TimeUnit.SECONDS);
+                Tool t = Tool.run(TRANSACTIONS, null, 60, "--bootstrap-server", bs, "list").ok();
+                expect(t, id);
+                expect(t, "Ongoing");
+                return "lists " + id + " as Ongoing";
+            });
+            rep.check("kafka-transactions describe", () -> {
+                Tool t = Tool.run(TRANSACTIONS, null, 60, "--bootstrap-server", bs, "describe", "--transactional-id", id).ok();
+                expect(t, "Ongoing");
+                expect(t, TOPIC + "-0");
+                return "describe shows the open transaction and its partition " + TOPIC + "-0";
+            });
+            rep.check("kafka-transactions describe-producers", () -> {
+                Tool t = Tool.run(TRANSACTIONS, null, 60, "--bootstrap-server", bs, "describe-producers", "--topic", TOPIC,
+                        "--partition", "0").ok();
+                if (t.lines().size() < 2 || !t.lines().stream().anyMatch(l -> l.strip().matches(".*\\s\\d+\\s*$"))) {
+                    throw new AssertionError(t.failure("shows no producer with an open transaction's start offset"));
+                }
+                return "shows the producers of " + TOPIC + "-0 with the open transaction's start offset";
+            });
+            rep.check("kafka-transactions find-hanging", () -> {
+                Tool t = Tool.run(TRANSACTIONS, null, 60, "--bootstrap-server", bs, "find-hanging", "--broker-id", "1").ok();
+                if (t.out.contains(TOPIC)) {
+                    throw new AssertionError(t.failure("reports the coordinated open transaction as hanging"));
+                }
+                return "finds no hanging transaction (the open one is known to its coordinator)";
+            });
+            p.abortTransaction();
+        }
     }
 
     /**

@@ -134,6 +134,7 @@ public final class ClientScenario {
                 () -> groupScenario(topic("group-cooperative"), "java-cooperative", CooperativeStickyAssignor.class, t0));
         kip848("group-kip848", t0, false);
         kip848("group-kip848-regex", t0, true);
+        rep.check("transactions", () -> Transactions.run(bootstrap, admin));
 
         if (noneSent == null) {
             rep.fail("list-offsets", "not run: the uncompressed produce step failed");

@@ -1,0 +1,178 @@
+package engine
+
+// KIP-890 part 1 on the partition leader: a transactional produce is
+// accepted only for a partition the producer added to its open
+// transaction, which the leader asks the transactional id's coordinator
+// (in-process, or AddPartitionsToTxn verify-only to its broker). Without
+// it a producer's late or misdirected batch could open a transaction on a
+// partition its coordinator never writes a marker to: a hanging
+// transaction that holds the last stable offset forever. Once verified,
+// a (partition, producer) pair is remembered at its producer epoch and the
+// partition's leader epoch until the producer's marker is written here, so
+// only the first batch of a transaction on a partition asks.
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/engine/txn"
+	"github.com/sluice-broker/sluice/record"
+)
+
+// verifiedTxns is the leader's memory of verified transactions. A typed
+// map under a read lock: the check on every transactional batch allocates
+// nothing (a sync.Map would box its key).
+type verifiedTxns struct {
+	mu sync.RWMutex
+	m  map[verifiedKey]verifiedAt
+}
+
+type verifiedKey struct {
+	p   *Partition
+	pid int64
+}
+
+type verifiedAt struct {
+	epoch       int16 // the producer's
+	leaderEpoch int32 // the partition's: a leadership change forgets
+}
+
+func (v *verifiedTxns) ok(p *Partition, pid int64, epoch int16) bool {
+	v.mu.RLock()
+	at, found := v.m[verifiedKey{p, pid}]
+	v.mu.RUnlock()
+	return found && at == verifiedAt{epoch, p.LeaderEpoch()}
+}
+
+func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[verifiedKey]verifiedAt{}
+	}
+	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch()}
+}
+
+// forget drops a pair once its marker is written: the entries live only
+// as long as a transaction.
+func (v *verifiedTxns) forget(p *Partition, pid int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, verifiedKey{p, pid})
+}
+
+// verifyTxnProduce is the produce path's check of a transactional batch
+// (00_produce.go calls it once the batch is parsed). Errors are as Kafka
+// answers a produce: INVALID_TXN_STATE for a partition not in the
+// transaction, INVALID_PRODUCER_EPOCH for a fenced producer,
+// INVALID_PRODUCER_ID_MAPPING, and NOT_ENOUGH_REPLICAS (retriable) while
+// the coordinator cannot answer.
+func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) error {
+	req := r.Msg.(*kmsg.ProduceRequest)
+	if req.TransactionID == nil || b.txnVerified.ok(p, h.ProducerID, h.ProducerEpoch) {
+		return nil
+	}
+	id, tp := *req.TransactionID, txn.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
+	// Transactions version 2 (Produce v12+): the producer no longer adds
+	// partitions itself; the leader adds this one for it.
+	add := r.Version >= 12 && b.txnVersion() >= 2
+	code := b.askCoordinator(id, h.ProducerID, h.ProducerEpoch, tp, add)
+	switch code {
+	case 0:
+		b.txnVerified.set(p, h.ProducerID, h.ProducerEpoch)
+		return nil
+	case kerr.InvalidTxnState.Code:
+		return produceErr(kerr.InvalidTxnState, "partition %s-%d was not added to the transaction of %q", tp.Topic, tp.Partition, id)
+	case kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code:
+		return produceErr(kerr.InvalidProducerEpoch, "producer epoch %d of %q is fenced", h.ProducerEpoch, id)
+	case kerr.InvalidProducerIDMapping.Code:
+		return produceErr(kerr.InvalidProducerIDMapping, "producer id %d is not that of %q", h.ProducerID, id)
+	}
+	return produceErr(kerr.NotEnoughReplicas, "cannot verify the transaction of %q: %v", id, kerr.ErrorForCode(code))
+}
+
+// askCoordinator asks the id's coordinator whether tp is in the
+// producer's open transaction, or (add, transactions version 2) to add it.
+func (b *Broker) askCoordinator(id string, pid int64, epoch int16, tp txn.TopicPartition, add bool) int16 {
+	leader, ok := b.txnLeader(id)
+	switch {
+	case !ok:
+		return kerr.CoordinatorNotAvailable.Code
+	case leader == b.cfg.NodeID && add:
+		return b.txns.AddPartitionsImplicitly(id, pid, epoch, []txn.TopicPartition{tp})
+	case leader == b.cfg.NodeID:
+		codes, code := b.txns.Verify(id, pid, epoch, []txn.TopicPartition{tp})
+		if code != 0 {
+			return code
+		}
+		return codes[0]
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	rt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, rt.VerifyOnly = id, pid, epoch, !add
+	rt.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: tp.Topic, Partitions: []int32{tp.Partition}}}
+	req.Transactions = []kmsg.AddPartitionsToTxnRequestTransaction{rt}
+	resp := new(kmsg.AddPartitionsToTxnResponse)
+	if err := b.peers.call(b, leader, req, 5, resp); err != nil {
+		b.log.Debug("transaction verification failed", "coordinator", leader, "err", err)
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	for _, t := range resp.Transactions {
+		for _, rt := range t.Topics {
+			for _, p := range rt.Partitions {
+				return p.ErrorCode
+			}
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// txnProduceChains keeps a cluster's transactional produces of one
+// connection in request order while they run off the network loop (their
+// verification may ask another broker): each waits for the one before.
+type txnProduceChains struct {
+	mu   sync.Mutex
+	last map[uint64]chan struct{} // by session: the latest one's done
+}
+
+// isTxnProduce reports whether r is a transactional Produce.
+func isTxnProduce(r *Request) bool {
+	req, ok := r.Msg.(*kmsg.ProduceRequest)
+	return ok && req.TransactionID != nil
+}
+
+// serveTxnProduce runs a cluster's transactional produce off the network
+// loop, after the connection's previous one.
+func (b *Broker) serveTxnProduce(r *Request, a *api) {
+	c := &b.txnChains
+	done := make(chan struct{})
+	// The session id is read now: a produce Request is pooled and goes
+	// back to its pool once answered, before this goroutine is done with
+	// the chain (TestOpenTransactionAtSIGKILL found the nil Session).
+	sid := r.Session.ID
+	r.offLoop = true // not the loop's ProduceBatch: this runs on its own goroutine
+	c.mu.Lock()
+	if c.last == nil {
+		c.last = map[uint64]chan struct{}{}
+	}
+	prev := c.last[sid]
+	c.last[sid] = done
+	c.mu.Unlock()
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		b.serve(r, a)
+		close(done)
+		c.mu.Lock()
+		if c.last[sid] == done {
+			delete(c.last, sid)
+		}
+		c.mu.Unlock()
+	}()
+}
