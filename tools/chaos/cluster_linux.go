@@ -43,6 +43,8 @@ func brokerConfig(netBackend string) []string {
 		"offsets.topic.replication.factor=3",
 		"offsets.topic.num.partitions=3",
 		"group.initial.rebalance.delay.ms=0",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.num.partitions=3",
 	}
 }
 

@@ -467,12 +467,13 @@ func (in *injector) unregister(id int32) error {
 	return nil
 }
 
-// topics are those whose ISRs a heal waits for: the workload's, the
-// copy topic when copiers run, and __consumer_offsets.
+// topics are those whose ISRs a heal waits for: the workload's,
+// __consumer_offsets, and with copiers the copy topic and
+// __transaction_state.
 func (in *injector) topics() []string {
 	out := []string{in.topic, "__consumer_offsets"}
 	if in.copyTopic != "" {
-		out = append(out, in.copyTopic)
+		out = append(out, in.copyTopic, "__transaction_state")
 	}
 	return out
 }
@@ -481,6 +482,7 @@ func (in *injector) counts() map[string]int {
 	out := map[string]int{in.topic: in.parts, "__consumer_offsets": 3}
 	if in.copyTopic != "" {
 		out[in.copyTopic] = in.parts
+		out["__transaction_state"] = 3
 	}
 	return out
 }

@@ -60,7 +60,7 @@ func parseFlags() options {
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the workload topic (RF 3)")
 	flag.IntVar(&o.producers, "producers", 2, "idempotent acks=all producers")
 	flag.IntVar(&o.consumers, "consumers", 2, "consumers in one group")
-	flag.IntVar(&o.copiers, "copiers", 0, "transactional copiers of the topic (read-process-write in one group)")
+	flag.IntVar(&o.copiers, "copiers", 2, "transactional copiers of the topic (read-process-write in one group)")
 	flag.IntVar(&o.rate, "rate", 200, "records per second per producer")
 	flag.DurationVar(&o.duration, "duration", 3*time.Minute, "how long faults are injected")
 	flag.IntVar(&o.maxFaults, "max-faults", 0, "stop after this many faults (0: duration only)")
