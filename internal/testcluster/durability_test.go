@@ -89,15 +89,7 @@ func TestDurability(t *testing.T) {
 	for _, k := range check.Kinds {
 		t.Logf("%-16s %8d", k, len(an[k]))
 	}
-	for _, k := range check.Kinds {
-		for i, s := range an[k] {
-			if i == 10 {
-				t.Errorf("%s: … %d more", k, len(an[k])-10)
-				break
-			}
-			t.Errorf("%s: %s", k, s)
-		}
-	}
+	reportAnomalies(t, an)
 	if acked == 0 {
 		t.Fatal("nothing was acknowledged")
 	}
@@ -342,4 +334,19 @@ func consumeAll(t *testing.T, c *Cluster, topic string, partitions int) map[int3
 		t.Fatal(err)
 	}
 	return logs
+}
+
+// reportAnomalies fails t with the checker's findings, up to ten of each
+// kind.
+func reportAnomalies(t *testing.T, an check.Anomalies) {
+	t.Helper()
+	for _, k := range check.Kinds {
+		for i, s := range an[k] {
+			if i == 10 {
+				t.Errorf("%s: … %d more", k, len(an[k])-10)
+				break
+			}
+			t.Errorf("%s: %s", k, s)
+		}
+	}
 }

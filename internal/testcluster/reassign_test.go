@@ -134,15 +134,7 @@ func TestReassignment(t *testing.T) {
 	}
 	sent, acked, failed := h.Counts()
 	t.Logf("records: sent %d, acked %d, failed %d", sent, acked, failed)
-	for _, k := range check.Kinds {
-		for i, s := range an[k] {
-			if i == 10 {
-				t.Errorf("%s: … %d more", k, len(an[k])-10)
-				break
-			}
-			t.Errorf("%s: %s", k, s)
-		}
-	}
+	reportAnomalies(t, an)
 	if acked == 0 {
 		t.Fatal("nothing was acknowledged")
 	}

@@ -70,13 +70,5 @@ func TestRollingRestart(t *testing.T) {
 	if failed > 0 || acked != sent {
 		t.Errorf("%d of %d produces failed, %d acknowledged: a rolling restart must fail none", failed, sent, acked)
 	}
-	for _, k := range check.Kinds {
-		for i, s := range an[k] {
-			if i == 10 {
-				t.Errorf("%s: … %d more", k, len(an[k])-10)
-				break
-			}
-			t.Errorf("%s: %s", k, s)
-		}
-	}
+	reportAnomalies(t, an)
 }
