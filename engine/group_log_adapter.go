@@ -93,7 +93,7 @@ func awaitHighWatermark(p *Partition, end int64) error {
 		select {
 		case code = <-done:
 		case <-time.After(groupWriteTimeout):
-			return fmt.Errorf("__consumer_offsets-%d: not replicated within %v", l.p.Index, groupWriteTimeout)
+			return fmt.Errorf("%s-%d: not replicated within %v", l.p.Topic.Name, l.p.Index, groupWriteTimeout)
 		}
 	}
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND: the watermark passed the batch,
