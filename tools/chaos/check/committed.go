@@ -40,13 +40,21 @@ func ReadCommitted(ctx context.Context, seeds []string, topic string, partitions
 func readCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32) (*Log, error) {
 	l := &Log{}
 	next, last := int64(0), "no answer"
+	var at *leaderOf // looked up again after any error
 	for {
-		rp, err := fetchCommitted(ctx, cl, topic, p, next)
+		var rp *kmsg.FetchResponseTopicPartition
+		var err error
+		if at == nil {
+			at, err = lookupLeader(ctx, cl, topic, p)
+		}
+		if err == nil {
+			rp, err = fetchCommitted(ctx, cl, topic, p, at, next)
+		}
 		switch {
 		case err != nil:
-			last = err.Error()
+			at, last = nil, err.Error()
 		case rp.ErrorCode != 0:
-			last = kerr.ErrorForCode(rp.ErrorCode).Error()
+			at, last = nil, kerr.ErrorForCode(rp.ErrorCode).Error()
 		default:
 			fp, n := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 				Offset: next, IsolationLevel: kgo.ReadCommitted(), Topic: topic, Partition: p,
@@ -73,9 +81,15 @@ func readCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32) (
 	}
 }
 
-// fetchCommitted sends one read_committed Fetch for p at offset to its
-// leader.
-func fetchCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, offset int64) (*kmsg.FetchResponseTopicPartition, error) {
+// leaderOf is where a partition's fetches go: its leader and its
+// topic's id (Fetch v13+ names topics by id).
+type leaderOf struct {
+	leader  int32
+	topicID [16]byte
+}
+
+// lookupLeader asks for p's leader and its topic's id.
+func lookupLeader(ctx context.Context, cl *kgo.Client, topic string, p int32) (*leaderOf, error) {
 	mreq := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(topic)
@@ -89,24 +103,28 @@ func fetchCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, 
 	if len(meta.Topics) != 1 || meta.Topics[0].ErrorCode != 0 {
 		return nil, fmt.Errorf("metadata of %s: %+v", topic, meta.Topics)
 	}
-	leader := int32(-1)
 	for _, mp := range meta.Topics[0].Partitions {
-		if mp.Partition == p {
-			leader = mp.Leader
+		if mp.Partition == p && mp.Leader >= 0 {
+			return &leaderOf{leader: mp.Leader, topicID: meta.Topics[0].TopicID}, nil
 		}
 	}
-	if leader < 0 {
-		return nil, fmt.Errorf("%s-%d has no leader", topic, p)
-	}
+	return nil, fmt.Errorf("%s-%d has no leader", topic, p)
+}
+
+// fetchCommitted sends one read_committed Fetch for p at offset to its
+// leader.
+func fetchCommitted(ctx context.Context, cl *kgo.Client, topic string, p int32, at *leaderOf, offset int64) (*kmsg.FetchResponseTopicPartition, error) {
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.IsolationLevel = -1, 100, 4<<20, 1
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, meta.Topics[0].TopicID
+	rt.Topic, rt.TopicID = topic, at.topicID
 	rpart := kmsg.NewFetchRequestTopicPartition()
 	rpart.Partition, rpart.FetchOffset, rpart.PartitionMaxBytes, rpart.CurrentLeaderEpoch = p, offset, 4<<20, -1
 	rt.Partitions = append(rt.Partitions, rpart)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(c, cl.Broker(int(leader)))
+	resp, err := req.RequestWith(c, cl.Broker(int(at.leader)))
 	if err != nil {
 		return nil, err
 	}
