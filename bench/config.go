@@ -71,6 +71,11 @@ type Config struct {
 	// cheapest request, so that a latency run can be split into what the
 	// network loop and the machine cost and what producing adds.
 	RawPing bool `json:"raw_ping,omitempty"`
+	// TLS makes every connection of the run TLS (tls.go), verifying the
+	// broker against TLSCA (a PEM file; the system's roots if empty).
+	// TLSCA alone implies TLS.
+	TLS   bool   `json:"tls,omitempty"`
+	TLSCA string `json:"tls_ca,omitempty"`
 	// Progress is how often the live line is printed; 0 disables it.
 	Progress time.Duration `json:"-"`
 }
@@ -130,6 +135,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&c.KeepTopic, "keep-topic", c.KeepTopic, "use the existing topic instead of creating it")
 	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "transactional producers committing every N records (0 = not transactional)")
+	fs.BoolVar(&c.TLS, "tls", c.TLS, "connect over TLS (verified against --tls-ca, else the system's roots)")
+	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM file of the CA certificates to trust (implies --tls)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ type run struct {
 	lag      *Recorder // raw-produce at a fixed rate: send time - scheduled time
 	rtt      *Recorder // raw-produce: response time - send time
 	hooks    Hooks
+	tls      *tls.Config    // nil: plaintext
 	reqs     requestCounter // the run's clients' produce and fetch requests
 }
 
@@ -79,8 +81,12 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	}
 	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), commit: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
+	var err error
+	if r.tls, err = cfg.tlsConfig(); err != nil {
+		return nil, err
+	}
 
-	admin, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	admin, err := kgo.NewClient(r.clientOpts()...)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +238,7 @@ func (r *run) produceThenRead(ctx context.Context, adm *kadm.Client, producers [
 	}
 	readStart := time.Now()
 	if r.cfg.Mode == ModeRawFetch {
-		tp, err := RawFetch(ctx, r.cfg.Brokers, r.cfg.Topic, r.cfg.Consumers, start, end, &r.consumed, &r.consumedBytes)
+		tp, err := RawFetch(ctx, r.cfg.Brokers, r.tls, r.cfg.Topic, r.cfg.Consumers, start, end, &r.consumed, &r.consumedBytes)
 		if err != nil {
 			return err
 		}
@@ -284,8 +290,7 @@ func assign(start map[int32]int64, i, n int) map[int32]kgo.Offset {
 func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 	acks, _ := r.cfg.acks()
 	codec, _ := r.cfg.codec()
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Brokers...),
+	opts := append(r.clientOpts(),
 		kgo.DefaultProduceTopic(r.cfg.Topic),
 		kgo.RequiredAcks(acks),
 		kgo.ProducerLinger(r.cfg.Linger),
@@ -293,7 +298,7 @@ func (r *run) newProducers(ctx context.Context) ([]producer, error) {
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(drainTimeout),
 		kgo.WithHooks(&r.reqs),
-	}
+	)
 	if r.cfg.Acks != "all" && r.cfg.Acks != "-1" {
 		// Idempotence needs acks=all. Without it franz-go keeps one
 		// produce request in flight per broker; allow the Java producer's
@@ -481,12 +486,11 @@ func (r *run) consume(ctx context.Context, parts map[int32]kgo.Offset, done func
 			}
 		}()
 	}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(r.cfg.Brokers...),
+	opts := append(r.clientOpts(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: parts}),
-		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.WithHooks(&r.reqs),
-	}
+	)
 	if r.cfg.TxnRecords > 0 {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,11 +26,12 @@ const (
 
 // RawFetch reads every partition of topic from start up to end with hand-made
 // Fetch requests over n connections (partitions split between them) and
-// returns the bytes of the response frames per second. Record batches are
+// returns the bytes of the response frames per second (over TLS if tc is
+// not nil). Record batches are
 // never decoded: only their 61-byte headers are looked at, to learn where
 // the next fetch starts. records and bytes are raised as data arrives.
-func RawFetch(ctx context.Context, brokers []string, topic string, n int, start, end map[int32]int64, records, bytes *atomic.Int64) (Throughput, error) {
-	leaders, err := partitionLeaders(ctx, brokers[0], topic)
+func RawFetch(ctx context.Context, brokers []string, tc *tls.Config, topic string, n int, start, end map[int32]int64, records, bytes *atomic.Int64) (Throughput, error) {
+	leaders, err := partitionLeaders(ctx, brokers[0], topic, tc)
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -65,7 +67,7 @@ func RawFetch(ctx context.Context, brokers []string, topic string, n int, start,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- rawFetchLoop(ctx, j.addr, topic, j.parts, end, records, bytes)
+			errs <- rawFetchLoop(ctx, j.addr, tc, topic, j.parts, end, records, bytes)
 		}()
 	}
 	wg.Wait()
@@ -89,9 +91,8 @@ type rawConn struct {
 	in   []byte
 }
 
-func dialRaw(ctx context.Context, addr string) (*rawConn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+func dialRaw(ctx context.Context, addr string, tc *tls.Config) (*rawConn, error) {
+	c, err := dialConn(ctx, addr, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -186,8 +187,8 @@ func fetchVersion(rc *rawConn) (int16, error) {
 }
 
 // partitionLeaders maps each partition of topic to its leader's address.
-func partitionLeaders(ctx context.Context, seed, topic string) (map[int32]string, error) {
-	rc, err := dialRaw(ctx, seed)
+func partitionLeaders(ctx context.Context, seed, topic string, tc *tls.Config) (map[int32]string, error) {
+	rc, err := dialRaw(ctx, seed, tc)
 	if err != nil {
 		return nil, err
 	}
@@ -226,8 +227,8 @@ func partitionLeaders(ctx context.Context, seed, topic string) (map[int32]string
 
 // rawFetchLoop fetches parts (partition → next offset) from one broker until
 // each reaches end.
-func rawFetchLoop(ctx context.Context, addr, topic string, parts map[int32]int64, end map[int32]int64, records, bytes *atomic.Int64) error {
-	rc, err := dialRaw(ctx, addr)
+func rawFetchLoop(ctx context.Context, addr string, tc *tls.Config, topic string, parts map[int32]int64, end map[int32]int64, records, bytes *atomic.Int64) error {
+	rc, err := dialRaw(ctx, addr, tc)
 	if err != nil {
 		return err
 	}

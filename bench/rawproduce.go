@@ -68,7 +68,7 @@ func (r *run) rawProduce(ctx context.Context, ps []*rawProducer) (Throughput, er
 // each per request), with more each writes one partition. All of a
 // connection's partitions must share a leader.
 func (r *run) rawProducers(ctx context.Context) ([]*rawProducer, error) {
-	leaders, err := partitionLeaders(ctx, r.cfg.Brokers[0], r.cfg.Topic)
+	leaders, err := partitionLeaders(ctx, r.cfg.Brokers[0], r.cfg.Topic, r.tls)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +136,7 @@ func rawBatch(cfg Config, runID uint64) ([]byte, error) {
 // run sends until the run is over, at rate requests' worth of records per
 // second (0: as fast as the in-flight window allows).
 func (p *rawProducer) run(ctx context.Context, rate float64) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", p.addr)
+	c, err := dialConn(ctx, p.addr, p.r.tls)
 	if err != nil {
 		return err
 	}
