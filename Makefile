@@ -4,7 +4,7 @@ BIN := bin/sluice
 # The packages `make unit` tests: e.g. make unit PKG=./storage
 PKG ?= ./...
 
-.PHONY: build run test unit vet fmt clean bench-kafka bench-kafka-cluster bench-kafka-partitions bench-kfake benchcompare interop interop-doc
+.PHONY: build run test unit vet fmt clean bench-kafka bench-kafka-tls bench-kafka-cluster bench-kafka-partitions bench-kfake benchcompare interop interop-doc
 
 build:
 	$(GO) build -o $(BIN) ./cmd/sluice
@@ -62,6 +62,10 @@ benchcompare:
 # generated section and docs/bench/. BENCH_ARGS=--quick for a smoke run.
 bench-kafka:
 	bash bench/kafka.sh $(BENCH_ARGS)
+
+# Sluice vs Kafka 4.4.0 over TLS and SASL_SSL (SCRAM-SHA-512): BENCHMARKS.md's "TLS and SASL".
+bench-kafka-tls:
+	bash bench/kafka.sh --tls $(BENCH_ARGS)
 
 # Three Sluice nodes vs three Kafka 4.4.0 nodes (RF=3 produce, failover,
 # metadata, 10,000 partitions): BENCHMARKS.md's "Three-node cluster".

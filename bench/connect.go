@@ -74,16 +74,16 @@ func ConnectRate(ctx context.Context, cc ConnectConfig) (*ConnectResult, error) 
 		cc.TLS.ClientSessionCache = nil
 		cc.TLS.SessionTicketsDisabled = true
 	}
-	c := &connector{cc: cc, lat: NewRecorder(), salted: map[string][]byte{}}
-	rctx, cancel := context.WithTimeout(ctx, cc.Duration)
-	defer cancel()
 	start := time.Now()
+	c := &connector{cc: cc, lat: NewRecorder(), salted: map[string][]byte{}, end: start.Add(cc.Duration)}
+	rctx, cancel := context.WithDeadline(ctx, c.end)
+	defer cancel()
 	var wg sync.WaitGroup
 	for range cc.Workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for rctx.Err() == nil {
+			for rctx.Err() == nil && time.Now().Before(c.end) {
 				c.once(rctx)
 			}
 		}()
@@ -109,6 +109,7 @@ func ConnectRate(ctx context.Context, cc ConnectConfig) (*ConnectResult, error) 
 // connector is the shared state of one ConnectRate run.
 type connector struct {
 	cc       ConnectConfig
+	end      time.Time // the run's deadline
 	lat      *Recorder
 	done     atomic.Int64
 	errs     atomic.Int64
@@ -120,12 +121,14 @@ type connector struct {
 }
 
 // once sets up and closes one connection, counting it as done or failed
-// (a failure because the run ended is neither).
+// (a failure because the run ended is neither). The end is the clock's,
+// not ctx.Err(): on a loaded machine the context's timer may fire late,
+// while a dial fails at once on a deadline already past.
 func (c *connector) once(ctx context.Context) {
 	t0 := time.Now()
 	err := c.setUp(ctx)
 	switch {
-	case ctx.Err() != nil:
+	case ctx.Err() != nil || !time.Now().Before(c.end):
 	case err != nil:
 		if c.errs.Add(1) == 1 {
 			s := err.Error()

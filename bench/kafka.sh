@@ -17,6 +17,9 @@
 # With --partitions first (`make bench-kafka-partitions`), runs
 # `benchcompare partitions` at 1,000, 10,000 (both) and 50,000 (Sluice)
 # partitions: BENCHMARKS.md's "Partition scale".
+# With --tls first (`make bench-kafka-tls`), runs `benchcompare tls`:
+# produce, catch-up and connection set-up over TLS and SCRAM-SHA-512, the
+# tables on stdout and the runs in docs/bench/tls-results.json.
 # Needs java (17+) and mvn; run as root to get the zero-copy fraction.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +46,10 @@ if [ "${1:-}" = "--cluster" ]; then
 	shift
 	exec bin/benchcompare kafka-cluster --kafka-libs "$LIBS" \
 		--markdown BENCHMARKS.md --charts docs/bench --json docs/bench/kafka-cluster-results.json "$@"
+fi
+if [ "${1:-}" = "--tls" ]; then # make bench-kafka-tls
+	shift
+	exec bin/benchcompare tls --kafka-libs "$LIBS" --json docs/bench/tls-results.json "$@"
 fi
 if [ "${1:-}" = "--partitions" ]; then # make bench-kafka-partitions: 1,000 to 50,000 partitions
 	shift

@@ -67,6 +67,11 @@ type brokerEnv struct {
 	kafkaLibs string // directory of Kafka's jars
 	workDir   string // fresh data directories are made under it
 	logDir    string // broker stdout/stderr
+	// extraProps, if set, gives configuration lines added to a broker's
+	// (tls.go): appended to Kafka's server.properties, where a later key
+	// wins, and given to Sluice as its --config file. port is the
+	// PLAINTEXT listener's, controllerPort Kafka's controller listener's.
+	extraProps func(kind BrokerKind, port, controllerPort int) string
 }
 
 // brokerProc is a running broker process.
@@ -96,6 +101,15 @@ func (e *brokerEnv) startBroker(ctx context.Context, kind BrokerKind, tag string
 	switch kind {
 	case Sluice:
 		b.cmd = exec.Command(e.sluice, "serve", "--listen", b.addr, "--data-dir", dataDir, "--log-level", "warn")
+		if e.extraProps != nil {
+			// Beside the data directory, not in it: the broker reads that.
+			path := dataDir + ".properties"
+			if err := os.WriteFile(path, []byte(e.extraProps(kind, port, 0)), 0o644); err != nil {
+				os.RemoveAll(dataDir)
+				return nil, err
+			}
+			b.cmd.Args = append(b.cmd.Args, "--config", path)
+		}
 	case Kfake:
 		b.cmd = exec.Command(e.self, "serve-kfake", "--port", fmt.Sprint(port))
 	case Kafka:
@@ -178,6 +192,7 @@ func (b *brokerProc) stop() {
 	}
 	b.log.Close()
 	os.RemoveAll(b.dataDir)
+	os.Remove(b.dataDir + ".properties") // Sluice's extraProps, if any
 }
 
 // kafkaCommand writes a single-node KRaft server.properties, formats the
@@ -193,7 +208,11 @@ func (e *brokerEnv) kafkaCommand(ctx context.Context, dataDir string, port int) 
 	}
 	props := filepath.Join(dataDir, "server.properties")
 	logDir := filepath.Join(dataDir, "kraft-logs")
-	if err := os.WriteFile(props, []byte(KafkaServerProperties(port, cport, logDir)), 0o644); err != nil {
+	text := KafkaServerProperties(port, cport, logDir)
+	if e.extraProps != nil {
+		text += e.extraProps(Kafka, port, cport)
+	}
+	if err := os.WriteFile(props, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
 	log4j := filepath.Join(dataDir, "log4j2.yaml")

@@ -9,6 +9,7 @@
 //	benchcompare partitions [flags]   partition scale: one Sluice vs one Kafka broker
 //	benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
 //	benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
+//	benchcompare tls [flags]          produce, catch-up and connection set-up over TLS and SCRAM, Sluice vs Kafka
 //	benchcompare serve-kfake [flags]  serve kfake in this process (the runner starts it)
 //
 // It starts Sluice from the sluice binary beside it (--sluice-bin to
@@ -49,6 +50,8 @@ func main() {
 		err = compare.ReportMain(args)
 	case "rebalance":
 		err = compare.RebalanceMain(ctx, args)
+	case "tls":
+		err = compare.TLSMain(ctx, args)
 	case "serve-kfake":
 		err = compare.KfakeMain(ctx, args)
 	case "help", "-h", "--help":
@@ -78,6 +81,8 @@ Usage:
                                     broker: creation, memory, Metadata, stop, cold start
   benchcompare report [flags]       re-render BENCHMARKS.md and charts from a saved --json
   benchcompare rebalance [flags]    one member joining a group: classic vs KIP-848, Sluice vs Kafka
+  benchcompare tls [flags]          produce, catch-up and connection set-up (TLS, SCRAM-SHA-512)
+                                    over PLAINTEXT and SSL, Sluice vs Kafka 4.4; tables on stdout
   benchcompare serve-kfake [flags]  serve franz-go's kfake broker (started by the runner)
 
 Flags of each: benchcompare COMMAND -h.
