@@ -66,18 +66,7 @@ func (cp *copiers) run(ctx context.Context, s *kgo.GroupTransactSession) {
 		if fs.Empty() {
 			continue
 		}
-		if err := s.Begin(); err != nil {
-			cp.fail(err)
-			continue
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			s.Produce(ctx, &kgo.Record{Topic: cp.dst, Partition: r.Partition, Value: r.Value}, nil)
-		})
-		// Not ctx: a transaction begun is ended, committed or aborted,
-		// even when the run stops meanwhile.
-		ectx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		committed, err := s.End(ectx, kgo.TryCommit)
-		cancel()
+		committed, err := copyOnce(s, cp.dst, fs)
 		switch {
 		case err != nil:
 			cp.fail(err)
@@ -87,6 +76,34 @@ func (cp *copiers) run(ctx context.Context, s *kgo.GroupTransactSession) {
 			cp.aborted.Add(1)
 		}
 	}
+}
+
+// copyOnce copies one poll's records in one transaction with the group's
+// offsets for them. It commits only if every record was acknowledged: a
+// session commits the offsets it polled whether or not the records
+// produced in between made it, so a failed record must turn the end into
+// an abort (the offsets then rewind and the records are copied again).
+// Neither the records nor the end take the run's context: a transaction
+// begun is finished, committed or aborted, even when the run stops
+// meanwhile — a record failed by a cancelled context is how the first
+// version of this copier committed offsets without their copies.
+func copyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches) (bool, error) {
+	if err := s.Begin(); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first := kgo.AbortingFirstErrPromise(s.Client())
+	fs.EachRecord(func(r *kgo.Record) {
+		s.Produce(ctx, &kgo.Record{Topic: dst, Partition: r.Partition, Value: r.Value}, first.Promise())
+	})
+	// Err waits for every promise; the end then commits only if none failed.
+	produceErr := first.Err()
+	committed, err := s.End(ctx, kgo.TransactionEndTry(produceErr == nil))
+	if err == nil && produceErr != nil {
+		err = fmt.Errorf("aborted: a copied record failed: %w", produceErr)
+	}
+	return committed, err
 }
 
 func (cp *copiers) fail(err error) {
