@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
@@ -25,7 +28,11 @@ type copiers struct {
 	// committed and aborted count ended transactions; errors, failed
 	// Begin/End calls (a fenced or timed-out transaction, retried).
 	committed, aborted, errors atomic.Int64
-	lastErr                    atomic.Value // string
+	// kinds counts the errors by kind (the Kafka error's name where there
+	// is one), so a report shows what the copiers ran into, not only the
+	// last error.
+	kindsMu sync.Mutex
+	kinds   map[string]int
 	// copied is how many values the check found in the copy.
 	copied int
 }
@@ -108,7 +115,22 @@ func copyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches) (bool, er
 
 func (cp *copiers) fail(err error) {
 	cp.errors.Add(1)
-	cp.lastErr.Store(err.Error())
+	kind := err.Error()
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		kind = ke.Message
+	case errors.Is(err, context.DeadlineExceeded):
+		kind = "timeout"
+	case len(kind) > 60:
+		kind = kind[:60]
+	}
+	cp.kindsMu.Lock()
+	defer cp.kindsMu.Unlock()
+	if cp.kinds == nil {
+		cp.kinds = map[string]int{}
+	}
+	cp.kinds[kind]++
 }
 
 // stop ends every copier; each aborts what it has open as it closes.
@@ -141,8 +163,23 @@ func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.
 // summary is the copiers' line in the report.
 func (cp *copiers) summary() string {
 	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", cp.committed.Load(), cp.aborted.Load(), cp.errors.Load(), cp.copied)
-	if e, ok := cp.lastErr.Load().(string); ok {
-		s += " (last: " + e + ")"
+	cp.kindsMu.Lock()
+	defer cp.kindsMu.Unlock()
+	kinds := make([]string, 0, len(cp.kinds))
+	for k := range cp.kinds {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return cp.kinds[b] - cp.kinds[a] })
+	for i, k := range kinds {
+		if i == 0 {
+			s += " ("
+		} else {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s: %d", k, cp.kinds[k])
+	}
+	if len(kinds) > 0 {
+		s += ")"
 	}
 	return s
 }
