@@ -77,6 +77,7 @@ func (cp *copiers) run(ctx context.Context, s *kgo.GroupTransactSession) {
 		switch {
 		case err != nil:
 			cp.fail(err)
+			cp.settle(ctx, s)
 		case committed:
 			cp.committed.Add(1)
 		default:
@@ -111,6 +112,22 @@ func copyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches) (bool, er
 		err = fmt.Errorf("aborted: a copied record failed: %w", produceErr)
 	}
 	return committed, err
+}
+
+// settle follows a failed transaction: End can fail with the
+// transaction still open in the client (an abort it could not confirm),
+// and every Begin after would then fail, so it is aborted again, with a
+// pause so that an outage is not counted thousands of times.
+func (cp *copiers) settle(ctx context.Context, s *kgo.GroupTransactSession) {
+	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.End(actx, kgo.TryAbort); err != nil {
+		cp.fail(fmt.Errorf("abort after a failed transaction: %w", err))
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
 }
 
 func (cp *copiers) fail(err error) {
