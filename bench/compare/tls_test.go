@@ -74,3 +74,25 @@ func TestSecurePropsListeners(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSListenerOrderAlternates: odd rounds run PLAINTEXT first, even
+// rounds SSL first; connection workloads keep their place.
+func TestTLSListenerOrderAlternates(t *testing.T) {
+	ws := tlsWorkloads(tlsOptions{Only: []string{"produce", "catch-up", "connect-ssl"}})
+	names := func(ws []tlsWorkload) string {
+		var ns []string
+		for _, w := range ws {
+			ns = append(ns, w.Name)
+		}
+		return strings.Join(ns, " ")
+	}
+	if got := names(listenerOrder(ws, 1)); got != "produce-plaintext produce-ssl catch-up-plaintext catch-up-ssl connect-ssl" {
+		t.Fatalf("round 1: %s", got)
+	}
+	if got := names(listenerOrder(ws, 2)); got != "produce-ssl produce-plaintext catch-up-ssl catch-up-plaintext connect-ssl" {
+		t.Fatalf("round 2: %s", got)
+	}
+	if names(ws) != names(listenerOrder(ws, 1)) {
+		t.Fatal("listenerOrder changed its argument")
+	}
+}
