@@ -292,6 +292,10 @@ func secureProps(kind BrokerKind, pki bench.PKI, port, cport, sslPort, saslPort 
 		"sasl.enabled.mechanisms=SCRAM-SHA-512",
 		"ssl.keystore.type=PEM",
 		"ssl.keystore.location=" + pki.KeystoreFile,
+		// A deleted topic's files go at once, not a minute later in the
+		// middle of another run (both brokers' default is 60 s): each run
+		// writes gigabytes and its topic is deleted after it.
+		"log.segment.delete.delay.ms=0",
 	}
 	if kind == Kafka {
 		lines[0] += fmt.Sprintf(",CONTROLLER://127.0.0.1:%d", cport)
@@ -301,9 +305,6 @@ func secureProps(kind BrokerKind, pki bench.PKI, port, cport, sslPort, saslPort 
 			// The broker side of SCRAM needs a login module entry (its
 			// options are only for a broker that is itself a client).
 			"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
-			// Deleted topics' files go at once, not after a minute: the
-			// runs write gigabytes and delete each topic after use.
-			"log.segment.delete.delay.ms=1000",
 		)
 	}
 	return strings.Join(lines, "\n") + "\n"
@@ -436,12 +437,32 @@ func (s *secureRun) run(ctx context.Context, b *brokerProc, w tlsWorkload, addr 
 		r.ClientCPU = (self.CPU - selfBefore.CPU).Seconds()
 	}
 	if !w.Connect {
+		// Its files removed and the rest of the page cache written back
+		// before the next run: both would otherwise happen during it, on
+		// that run's CPU bill.
 		deleteTopic(ctx, b.addr, "tls-bench-"+w.Name)
-		// Gigabytes of dirty pages left by one run would otherwise be
-		// written back during the next, on that broker's CPU bill.
+		waitRemoved(ctx, b.dataDir, "tls-bench-"+w.Name, 30*time.Second)
 		syscall.Sync()
 	}
 	return r
+}
+
+// waitRemoved waits until no directory under dataDir, two levels deep
+// (Kafka keeps its logs in dataDir/kraft-logs), names topic's partitions,
+// or until limit.
+func waitRemoved(ctx context.Context, dataDir, topic string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		left := false
+		for _, pattern := range []string{topic + "-*", "*/" + topic + "-*"} {
+			m, _ := filepath.Glob(filepath.Join(dataDir, pattern))
+			left = left || len(m) > 0
+		}
+		if !left {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // listenerOrder is ws with each PLAINTEXT/SSL pair swapped in even

@@ -59,7 +59,8 @@ func TestSecurePropsListeners(t *testing.T) {
 	pki := bench.PKI{KeystoreFile: "/tmp/ks.pem"}
 	s := secureProps(Sluice, pki, 1, 2, 3, 4)
 	if !strings.Contains(s, "listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:3,SASL_SSL://127.0.0.1:4\n") ||
-		!strings.Contains(s, "ssl.keystore.location=/tmp/ks.pem\n") || strings.Contains(s, "CONTROLLER") {
+		!strings.Contains(s, "ssl.keystore.location=/tmp/ks.pem\n") || !strings.Contains(s, "log.segment.delete.delay.ms=0\n") ||
+		strings.Contains(s, "CONTROLLER") {
 		t.Fatalf("sluice:\n%s", s)
 	}
 	k := secureProps(Kafka, pki, 1, 2, 3, 4)
@@ -68,6 +69,7 @@ func TestSecurePropsListeners(t *testing.T) {
 		"advertised.listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:3,SASL_SSL://127.0.0.1:4\n",
 		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL\n",
 		"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=",
+		"log.segment.delete.delay.ms=0\n",
 	} {
 		if !strings.Contains(k, want) {
 			t.Errorf("kafka lacks %q:\n%s", want, k)
