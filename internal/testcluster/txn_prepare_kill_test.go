@@ -1,0 +1,288 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/tools/chaos/check"
+)
+
+// TestCoordinatorKilledBetweenPrepareAndMarkers: the broker hosting a
+// transaction coordinator is SIGKILLed after it wrote PrepareCommit to
+// __transaction_state and some of the transaction's markers, but before
+// all of them. The window is held open by a real fault rather than a hook:
+// one partition of the transaction has a single replica, on a broker that
+// is killed before EndTxn, so its marker cannot be written (the partition
+// has no leader) while the coordinator's other markers — the RF=3 copy
+// partition and the group's __consumer_offsets partition — are.
+// DescribeTransactions shows PrepareCommit there, for as long as the test
+// likes. Then the coordinator's broker is killed and the single replica's
+// broker started again: the next leader of the __transaction_state
+// partition loads the Prepare record and must finish the commit — every
+// copied record visible at read_committed once, in order, the offsets
+// committed in the transaction visible to the group, the LSO up to the HW
+// on every partition (no hanging transaction).
+func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
+	const (
+		id, group = "prepare-kill-tx", "prepare-kill-group"
+		records   = 20
+	)
+	c := Start(t, 3, Options{Extra: []string{
+		"transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=3",
+		"offsets.topic.replication.factor=3", "min.insync.replicas=2",
+	}})
+	adm := kadm.NewClient(c.Client())
+	createTopic(t, adm, "pk-src", 1, 3)
+	createTopic(t, adm, "pk-copy", 1, 3)
+	src := c.Client(kgo.DefaultProduceTopic("pk-src"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range records {
+		if err := src.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The session's InitProducerId creates __transaction_state; its
+	// FindCoordinator then names the coordinator, and the group's.
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.TransactionalID(id), kgo.TransactionTimeout(60*time.Second),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics("pk-src"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(100*time.Millisecond), kgo.RecordDeliveryTimeout(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var polled []*kgo.Record
+	pctx := ctxT(t, 60*time.Second)
+	for len(polled) < records {
+		fs := s.PollFetches(pctx)
+		if pctx.Err() != nil {
+			t.Fatalf("polled %d of %d source records", len(polled), records)
+		}
+		polled = append(polled, fs.Records()...)
+	}
+	coord, gcoord := waitTxnCoordinator(t, adm, id), waitGroupCoordinator(t, adm, group)
+	blocked := int32(-1) // a node that coordinates neither
+	for _, nd := range c.Nodes {
+		if nd.ID != coord && nd.ID != gcoord && blocked < 0 {
+			blocked = nd.ID
+		}
+	}
+	t.Logf("transaction coordinator %d, group coordinator %d, single-replica partition on %d", coord, gcoord, blocked)
+	createSingleReplica(t, c.Client(), "pk-blocked", blocked)
+	waitAssignedISR(t, c, "pk-blocked", 1, 1)
+
+	if err := s.Begin(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range polled {
+		for _, topic := range []string{"pk-copy", "pk-blocked"} {
+			if err := s.ProduceSync(ctxT(t, 30*time.Second), &kgo.Record{Topic: topic, Value: r.Value}).FirstErr(); err != nil {
+				t.Fatalf("produce to %s: %v", topic, err)
+			}
+		}
+	}
+	c.Node(blocked).Kill()
+	survivor := c.Node(coord)
+	c.WaitFor(30*time.Second, fmt.Sprintf("node %d out of every replicated ISR", blocked), func() bool {
+		return outOfISRs(c, survivor, blocked)
+	})
+
+	// EndTxn answers once PrepareCommit is in the log, the markers it
+	// could write written (Sluice waits for them a bounded time).
+	committed, err := s.End(ctxT(t, 60*time.Second), kgo.TryCommit)
+	if err != nil || !committed {
+		t.Fatalf("End: committed %v, %v", committed, err)
+	}
+	if st := txnState(t, c, id); st != "PrepareCommit" {
+		t.Fatalf("after EndTxn with a partition leaderless: state %s, want PrepareCommit", st)
+	}
+	lso, err := adm.ListCommittedOffsets(ctxT(t, 10*time.Second), "pk-copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := lso.Lookup("pk-copy", 0); o.Offset != records+1 {
+		t.Fatalf("pk-copy's LSO %d (%v) in PrepareCommit, want %d: its marker was not written", o.Offset, o.Err, records+1)
+	}
+
+	t.Logf("PrepareCommit with pk-blocked's marker pending; SIGKILL of the coordinator, node %d", coord)
+	c.Node(coord).Kill()
+	c.Node(blocked).Restart()
+	var next int32
+	last := "no answer"
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		d, err := describeTxn(c, id)
+		if err != nil {
+			last = err.Error()
+		} else if next, last = d.Coordinator, fmt.Sprintf("%+v", d); d.State == "CompleteCommit" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new coordinator completed the commit in 60s; last description: %s", last)
+		}
+	}
+	if next == coord {
+		t.Fatalf("CompleteCommit on node %d, which was killed", next)
+	}
+	c.Node(coord).Restart()
+	c.WaitBrokers(3, 60*time.Second)
+
+	ctx := ctxT(t, 60*time.Second)
+	seeds := c.Bootstrap()
+	srcLogs, err := check.ReadCommitted(ctx, seeds, "pk-src", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := groupOffsets(t, c, group, "pk-src")
+	if offsets[0] != records {
+		t.Errorf("the group's committed offset %d, want %d (the transaction's)", offsets[0], records)
+	}
+	for _, topic := range []string{"pk-copy", "pk-blocked"} {
+		dst, err := check.ReadCommitted(ctx, seeds, topic, 1) // fails on a hanging transaction
+		if err != nil {
+			t.Fatal(err)
+		}
+		reportAnomalies(t, check.CheckCopy(srcLogs, dst, offsets))
+		t.Logf("%s: %d records at read_committed, LSO = HW = %d", topic, len(dst[0].Values), dst[0].HW)
+	}
+	t.Logf("node %d completed the commit", next)
+}
+
+// createSingleReplica creates topic with one partition, its one replica
+// on node, min.insync.replicas=1 (the cluster's 2 would refuse acks=all).
+func createSingleReplica(t *testing.T, cl *kgo.Client, topic string, node int32) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 20000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+	a.Partition, a.Replicas = 0, []int32{node}
+	rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "min.insync.replicas", kmsg.StringPtr("1")
+	rt.Configs = append(rt.Configs, cfg)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t, 30*time.Second), cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create %s: %v %+v", topic, err, resp)
+	}
+}
+
+// waitTxnCoordinator waits until FindCoordinator names id's coordinator
+// (the first asks create __transaction_state).
+func waitTxnCoordinator(t *testing.T, adm *kadm.Client, id string) int32 {
+	t.Helper()
+	node := int32(-1)
+	waitFor(t, 30*time.Second, "a transaction coordinator for "+id, func() bool {
+		r := adm.FindTxnCoordinators(ctxT(t, 5*time.Second), id)[id]
+		node = r.NodeID
+		return r.Err == nil && node >= 0
+	})
+	return node
+}
+
+// waitGroupCoordinator waits until FindCoordinator names group's
+// coordinator.
+func waitGroupCoordinator(t *testing.T, adm *kadm.Client, group string) int32 {
+	t.Helper()
+	node := int32(-1)
+	waitFor(t, 30*time.Second, "a group coordinator for "+group, func() bool {
+		r := adm.FindGroupCoordinators(ctxT(t, 5*time.Second), group)[group]
+		node = r.NodeID
+		return r.Err == nil && node >= 0
+	})
+	return node
+}
+
+// outOfISRs reports whether node nd's Metadata shows dead in no ISR of a
+// partition with more than one replica (a single replica's ISR keeps its
+// last member, as Kafka's does).
+func outOfISRs(c *Cluster, nd *Node, dead int32) bool {
+	m, err := c.Metadata(nd)
+	if err != nil {
+		return false
+	}
+	for _, tp := range m.Topics {
+		for _, p := range tp.Partitions {
+			if len(p.Replicas) > 1 && containsID(p.ISR, dead) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// txnState is DescribeTransactions' state of id, asked again while the
+// answer is an error.
+func txnState(t *testing.T, c *Cluster, id string) string {
+	t.Helper()
+	var state string
+	waitFor(t, 20*time.Second, "a description of "+id, func() bool {
+		d, err := describeTxn(c, id)
+		state = d.State
+		return err == nil
+	})
+	return state
+}
+
+// describeTxn describes id with a new client of the running nodes: a
+// client's cached coordinator would stay the killed one.
+func describeTxn(c *Cluster, id string) (kadm.DescribedTransaction, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return kadm.DescribedTransaction{}, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := kadm.NewClient(cl).DescribeTransactions(ctx, id)
+	if err != nil {
+		return kadm.DescribedTransaction{}, err
+	}
+	return d[id], d[id].Err
+}
+
+// groupOffsets is group's committed offsets of topic (OffsetFetch), asked
+// with a new client of the running nodes until one answers.
+func groupOffsets(t *testing.T, c *Cluster, group, topic string) map[int32]int64 {
+	t.Helper()
+	out := map[int32]int64{}
+	var last error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if last = fetchGroupOffsets(c, group, topic, out); last == nil {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets of %s: %v", group, last)
+		}
+	}
+}
+
+func fetchGroupOffsets(c *Cluster, group, topic string, out map[int32]int64) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return err
+	}
+	for p, o := range resp[topic] {
+		out[p] = o.At
+	}
+	return nil
+}
