@@ -4,28 +4,21 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
+	"github.com/sluice-broker/sluice/tools/chaos/copier"
 )
 
 // copiers is the transactional read-process-write workload: members of one
 // group consume the workload's topic and write each value to the same
-// partition of the copy topic, in transactions that also commit the
-// group's offsets (franz-go's GroupTransactSession: KIP-447 fencing by
-// group generation, an abort when a rebalance or error cuts a transaction
-// short). check.CheckCopy then holds the copy to exactly once.
+// partition of the copy topic (package copier), in transactions that also
+// commit the group's offsets. check.CheckCopy then holds the copy to
+// exactly once.
 type copiers struct {
 	src, dst, group string
 	cancel          context.CancelFunc
 	wg              sync.WaitGroup
-	// committed and aborted count ended transactions; errors, failed
-	// Begin/End calls (a fenced or timed-out transaction, retried).
-	committed, aborted, errors atomic.Int64
-	lastErr                    atomic.Value // string
+	stats           copier.Stats
 	// copied is how many values the check found in the copy.
 	copied int
 }
@@ -35,63 +28,17 @@ func startCopiers(seeds []string, src, dst string, n int) (*copiers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel}
 	for i := range n {
-		s, err := kgo.NewGroupTransactSession(
-			kgo.SeedBrokers(seeds...),
-			kgo.TransactionalID(fmt.Sprintf("%s-copier-%d", src, i)),
-			kgo.TransactionTimeout(20*time.Second),
-			kgo.ConsumerGroup(cp.group), kgo.ConsumeTopics(src),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.SessionTimeout(groupSessionTimeout), kgo.FetchMaxWait(500*time.Millisecond),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-			kgo.MetadataMinAge(200*time.Millisecond), kgo.RecordDeliveryTimeout(60*time.Second),
-		)
+		o := copier.Options{Seeds: seeds, Src: src, Dst: dst, Group: cp.group,
+			TransactionalID: fmt.Sprintf("%s-copier-%d", src, i), SessionTimeout: groupSessionTimeout}
+		s, err := copier.Session(o)
 		if err != nil {
 			cp.stop()
 			return nil, err
 		}
 		cp.wg.Add(1)
-		go func() { defer cp.wg.Done(); cp.run(ctx, s) }()
+		go func() { defer cp.wg.Done(); copier.Run(ctx, s, o, &cp.stats) }()
 	}
 	return cp, nil
-}
-
-// run copies until ctx ends, one transaction per poll.
-func (cp *copiers) run(ctx context.Context, s *kgo.GroupTransactSession) {
-	defer s.Close()
-	for ctx.Err() == nil {
-		fs := s.PollRecords(ctx, 500)
-		if fs.IsClientClosed() || ctx.Err() != nil {
-			return
-		}
-		if fs.Empty() {
-			continue
-		}
-		if err := s.Begin(); err != nil {
-			cp.fail(err)
-			continue
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			s.Produce(ctx, &kgo.Record{Topic: cp.dst, Partition: r.Partition, Value: r.Value}, nil)
-		})
-		// Not ctx: a transaction begun is ended, committed or aborted,
-		// even when the run stops meanwhile.
-		ectx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		committed, err := s.End(ectx, kgo.TryCommit)
-		cancel()
-		switch {
-		case err != nil:
-			cp.fail(err)
-		case committed:
-			cp.committed.Add(1)
-		default:
-			cp.aborted.Add(1)
-		}
-	}
-}
-
-func (cp *copiers) fail(err error) {
-	cp.errors.Add(1)
-	cp.lastErr.Store(err.Error())
 }
 
 // stop ends every copier; each aborts what it has open as it closes.
@@ -123,8 +70,9 @@ func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.
 
 // summary is the copiers' line in the report.
 func (cp *copiers) summary() string {
-	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", cp.committed.Load(), cp.aborted.Load(), cp.errors.Load(), cp.copied)
-	if e, ok := cp.lastErr.Load().(string); ok {
+	st := &cp.stats
+	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", st.Committed.Load(), st.Aborted.Load(), st.Errors.Load(), cp.copied)
+	if e, ok := st.LastErr.Load().(string); ok {
 		s += " (last: " + e + ")"
 	}
 	return s
