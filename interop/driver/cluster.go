@@ -227,6 +227,7 @@ type restarter struct {
 	stopped *broker
 	why     string // whose node it stopped
 	stopDur time.Duration
+	killed  bool   // stopped by SIGKILL rather than SIGTERM
 	lines   []line // the driver's own results for the scenario
 }
 
@@ -235,6 +236,8 @@ type restarter struct {
 //	broker stop <group>   SIGTERM the coordinator of group (controlled
 //	                      shutdown), wait for exit 0; reply "stopped node <id> …"
 //	broker stop-txn <id>  the same for the coordinator of a transactional id
+//	broker kill-txn <id>  SIGKILL the coordinator of a transactional id and
+//	                      wait for it to be gone; reply "killed node <id> …"
 //	broker start          start it again, wait until it is back in every
 //	                      ISR; reply "started node <id> …"
 //
@@ -246,6 +249,8 @@ func (r *restarter) control(req string) string {
 		return r.stop(strings.TrimSpace(arg), "group", r.c.coordinator)
 	case "stop-txn":
 		return r.stop(strings.TrimSpace(arg), "transactional id", r.c.txnCoordinator)
+	case "kill-txn":
+		return r.kill(strings.TrimSpace(arg), "transactional id", r.c.txnCoordinator)
 	case "start":
 		return r.start()
 	}
@@ -274,6 +279,25 @@ func (r *restarter) stop(key, kind string, find func(string) (int32, error)) str
 	return "stopped " + r.why
 }
 
+// kill SIGKILLs the coordinator of key (as find looks it up): a crash,
+// nothing flushed or handed over. It is an error when the coordinator
+// cannot be found.
+func (r *restarter) kill(key, kind string, find func(string) (int32, error)) string {
+	if r.stopped != nil {
+		return r.fail("a node is already stopped")
+	}
+	id, err := find(key)
+	if err != nil || r.c.node(id) == nil {
+		return r.fail(fmt.Sprintf("no coordinator of %s %s to kill: %v", kind, key, err))
+	}
+	r.why = fmt.Sprintf("node %d, coordinator of %s %s", id, kind, key)
+	log.Printf("killing %s", r.why)
+	b := r.c.node(id)
+	b.kill()
+	r.stopped, r.killed = b, true
+	return "killed " + r.why + " (SIGKILL)"
+}
+
 func (r *restarter) start() string {
 	b := r.stopped
 	if b == nil {
@@ -287,9 +311,12 @@ func (r *restarter) start() string {
 		return r.fail(fmt.Sprintf("%s: after the restart: %v", r.why, err))
 	}
 	r.stopped = nil
+	how := fmt.Sprintf("controlled shutdown (SIGTERM, exit 0) in %.1fs", r.stopDur.Seconds())
+	if r.killed {
+		how = "SIGKILLed"
+	}
 	r.lines = append(r.lines, line{"pass", "restart", fmt.Sprintf(
-		"%s: controlled shutdown (SIGTERM, exit 0) in %.1fs; started again, back in every ISR after %.1fs",
-		r.why, r.stopDur.Seconds(), time.Since(start).Seconds())})
+		"%s: %s; started again, back in every ISR after %.1fs", r.why, how, time.Since(start).Seconds())})
 	return fmt.Sprintf("started node %d again, back in every ISR", b.id)
 }
 

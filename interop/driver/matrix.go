@@ -249,6 +249,13 @@ func clusterMatrix() []scenario {
 			caps:    []string{"transactions, coordinator stopped", "restart"},
 		},
 		{
+			id: "cluster-kafka-streams", client: "Kafka Streams (kafka-streams)", version: "4.4.0",
+			table: tableClusterTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClusterStreamsScenario"),
+			timeout: 5 * time.Minute,
+			caps:    []string{"eos-v2 word count, broker SIGKILLed", "restart"},
+		},
+		{
 			id: "cluster-dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
 			table: tableClusterTools, dir: "interop/java",
 			argv:      javaArgv("sluice.interop.ClusterDumpLog"),
