@@ -67,7 +67,7 @@ func TestTransactionalCopierKilled(t *testing.T) {
 				t.Logf("round %d: killed with a transaction of %d records written, EndTxn not sent", round, n)
 			} else {
 				p.release()
-				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond) // somewhere in EndTxn
+				time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // somewhere in End
 				p.kill()
 				d, _ := describeTxn(c, id)
 				t.Logf("round %d: killed as it ended a transaction of %d records (%s)", round, n, d.State)

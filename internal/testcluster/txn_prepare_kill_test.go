@@ -28,8 +28,14 @@ import (
 // partition loads the Prepare record and must finish the commit — every
 // copied record visible at read_committed once, in order, the offsets
 // committed in the transaction visible to the group, the LSO up to the HW
-// on every partition (no hanging transaction).
+// on every partition (no hanging transaction). The same with an abort:
+// PrepareAbort resumed, nothing visible, no offset committed.
 func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
+	t.Run("commit", func(t *testing.T) { killBetweenPrepareAndMarkers(t, true) })
+	t.Run("abort", func(t *testing.T) { killBetweenPrepareAndMarkers(t, false) })
+}
+
+func killBetweenPrepareAndMarkers(t *testing.T, commit bool) {
 	const (
 		id, group = "prepare-kill-tx", "prepare-kill-group"
 		records   = 20
@@ -95,24 +101,28 @@ func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
 		return outOfISRs(c, survivor, blocked)
 	})
 
-	// EndTxn answers once PrepareCommit is in the log, the markers it
-	// could write written (Sluice waits for them a bounded time).
-	committed, err := s.End(ctxT(t, 60*time.Second), kgo.TryCommit)
-	if err != nil || !committed {
+	// EndTxn answers once the Prepare record is in the log, the markers
+	// it could write written (Sluice waits for them a bounded time).
+	prepare, complete, try := "PrepareCommit", "CompleteCommit", kgo.TryCommit
+	if !commit {
+		prepare, complete, try = "PrepareAbort", "CompleteAbort", kgo.TryAbort
+	}
+	committed, err := s.End(ctxT(t, 60*time.Second), try)
+	if err != nil || committed != commit {
 		t.Fatalf("End: committed %v, %v", committed, err)
 	}
-	if st := txnState(t, c, id); st != "PrepareCommit" {
-		t.Fatalf("after EndTxn with a partition leaderless: state %s, want PrepareCommit", st)
+	if st := txnState(t, c, id); st != prepare {
+		t.Fatalf("after EndTxn with a partition leaderless: state %s, want %s", st, prepare)
 	}
 	lso, err := adm.ListCommittedOffsets(ctxT(t, 10*time.Second), "pk-copy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o, _ := lso.Lookup("pk-copy", 0); o.Offset != records+1 {
-		t.Fatalf("pk-copy's LSO %d (%v) in PrepareCommit, want %d: its marker was not written", o.Offset, o.Err, records+1)
+		t.Fatalf("pk-copy's LSO %d (%v) in %s, want %d: its marker was not written", o.Offset, o.Err, prepare, records+1)
 	}
 
-	t.Logf("PrepareCommit with pk-blocked's marker pending; SIGKILL of the coordinator, node %d", coord)
+	t.Logf("%s with pk-blocked's marker pending; SIGKILL of the coordinator, node %d", prepare, coord)
 	c.Node(coord).Kill()
 	c.Node(blocked).Restart()
 	var next int32
@@ -121,15 +131,15 @@ func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
 		d, err := describeTxn(c, id)
 		if err != nil {
 			last = err.Error()
-		} else if next, last = d.Coordinator, fmt.Sprintf("%+v", d); d.State == "CompleteCommit" {
+		} else if next, last = d.Coordinator, fmt.Sprintf("%+v", d); d.State == complete {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new coordinator completed the commit in 60s; last description: %s", last)
+			t.Fatalf("no new coordinator reached %s in 60s; last description: %s", complete, last)
 		}
 	}
 	if next == coord {
-		t.Fatalf("CompleteCommit on node %d, which was killed", next)
+		t.Fatalf("%s on node %d, which was killed", complete, next)
 	}
 	c.Node(coord).Restart()
 	c.WaitBrokers(3, 60*time.Second)
@@ -141,8 +151,10 @@ func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	offsets := groupOffsets(t, c, group, "pk-src")
-	if offsets[0] != records {
-		t.Errorf("the group's committed offset %d, want %d (the transaction's)", offsets[0], records)
+	if want := int64(records); commit && offsets[0] != want {
+		t.Errorf("the group's committed offset %d, want %d (the transaction's)", offsets[0], want)
+	} else if !commit && offsets[0] > 0 {
+		t.Errorf("the group's committed offset %d after the transaction aborted", offsets[0])
 	}
 	for _, topic := range []string{"pk-copy", "pk-blocked"} {
 		dst, err := check.ReadCommitted(ctx, seeds, topic, 1) // fails on a hanging transaction
@@ -152,7 +164,7 @@ func TestCoordinatorKilledBetweenPrepareAndMarkers(t *testing.T) {
 		reportAnomalies(t, check.CheckCopy(srcLogs, dst, offsets))
 		t.Logf("%s: %d records at read_committed, LSO = HW = %d", topic, len(dst[0].Values), dst[0].HW)
 	}
-	t.Logf("node %d completed the commit", next)
+	t.Logf("node %d completed the transaction (%s)", next, complete)
 }
 
 // createSingleReplica creates topic with one partition, its one replica
