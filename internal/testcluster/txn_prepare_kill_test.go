@@ -298,3 +298,140 @@ func fetchGroupOffsets(c *Cluster, group, topic string, out map[int32]int64) err
 	}
 	return nil
 }
+
+// TestCoordinatorKilledBeforeOffsetsMarker: the marker held back is the
+// one on __consumer_offsets. The group's offsets partition has a single
+// replica (offsets.topic.replication.factor=1), on the group coordinator's
+// node, which is not the transaction coordinator's. The transaction
+// copies 20 records and commits the group's offset (AddOffsetsToTxn and
+// TxnOffsetCommit, pending in the group until the marker); then the group
+// coordinator's node is SIGKILLed, EndTxn writes PrepareCommit and the
+// copy's marker, and the transaction coordinator's node is SIGKILLed too.
+// The group coordinator's node comes back: it reloads the pending offsets
+// from its log, and the next transaction coordinator's marker must make
+// them the group's committed offset — with the copy visible once and no
+// transaction left open on any partition, __consumer_offsets included.
+func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
+	const (
+		id      = "offsets-kill-tx"
+		records = 20
+	)
+	c := Start(t, 3, Options{Extra: []string{
+		"transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=3",
+		"offsets.topic.replication.factor=1",
+	}})
+	adm := kadm.NewClient(c.Client())
+	for _, topic := range []string{"ok-src", "ok-copy"} {
+		resp, err := adm.CreateTopic(ctxT(t, 20*time.Second), 1, 3, map[string]*string{"min.insync.replicas": kmsg.StringPtr("2")}, topic)
+		if err != nil || resp.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+	}
+	src := c.Client(kgo.DefaultProduceTopic("ok-src"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	for i := range records {
+		if err := src.ProduceSync(ctxT(t, 20*time.Second), &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod := c.Client(kgo.TransactionalID(id), kgo.DefaultProduceTopic("ok-copy"), kgo.TransactionTimeout(60*time.Second),
+		kgo.MetadataMinAge(100*time.Millisecond))
+	if _, _, err := prod.ProducerID(ctxT(t, 30*time.Second)); err != nil { // InitProducerId: creates __transaction_state
+		t.Fatal(err)
+	}
+	coord := waitTxnCoordinator(t, adm, id)
+	group, gcoord := "", coord
+	for i := 0; gcoord == coord; i++ { // a group coordinated elsewhere
+		group = fmt.Sprintf("offsets-kill-group-%d", i)
+		gcoord = waitGroupCoordinator(t, adm, group)
+	}
+	t.Logf("transaction coordinator %d; group %s coordinated by %d, its offsets partition's only replica", coord, group, gcoord)
+
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range records {
+		if err := prod.ProduceSync(ctxT(t, 30*time.Second), &kgo.Record{Value: []byte(strconv.Itoa(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txnCommitOffset(t, prod, id, group, "ok-src", records)
+
+	c.Node(gcoord).Kill()
+	c.WaitFor(30*time.Second, fmt.Sprintf("node %d out of every replicated ISR", gcoord), func() bool {
+		return outOfISRs(c, c.Node(coord), gcoord)
+	})
+	if err := prod.EndTransaction(ctxT(t, 60*time.Second), kgo.TryCommit); err != nil {
+		t.Fatalf("EndTxn: %v", err)
+	}
+	d, err := describeTxn(c, id)
+	if err != nil || d.State != "PrepareCommit" {
+		t.Fatalf("after EndTxn with the offsets partition leaderless: %+v, %v; want PrepareCommit", d, err)
+	}
+	t.Logf("PrepareCommit, markers pending on %v; SIGKILL of the transaction coordinator, node %d", d.Topics, coord)
+	c.Node(coord).Kill()
+	c.Node(gcoord).Restart()
+	var next int32
+	last := "no answer"
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		d, err := describeTxn(c, id)
+		if err != nil {
+			last = err.Error()
+		} else if next, last = d.Coordinator, fmt.Sprintf("%+v", d); d.State == "CompleteCommit" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new coordinator completed the commit in 60s; last description: %s", last)
+		}
+	}
+	c.Node(coord).Restart()
+	c.WaitBrokers(3, 60*time.Second)
+
+	ctx := ctxT(t, 60*time.Second)
+	seeds := c.Bootstrap()
+	srcLogs, err := check.ReadCommitted(ctx, seeds, "ok-src", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := groupOffsets(t, c, group, "ok-src")
+	if offsets[0] != records {
+		t.Errorf("the group's committed offset %d, want %d (the transaction's)", offsets[0], records)
+	}
+	dst, err := check.ReadCommitted(ctx, seeds, "ok-copy", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reportAnomalies(t, check.CheckCopy(srcLogs, dst, offsets))
+	if _, err := check.ReadCommitted(ctx, seeds, "__consumer_offsets", 3); err != nil {
+		t.Errorf("__consumer_offsets: %v", err)
+	}
+	t.Logf("node %d completed the commit: offset %d, %d records in the copy", next, offsets[0], len(dst[0].Values))
+}
+
+// txnCommitOffset adds group's offset of topic's partition 0 to cl's open
+// transaction (AddOffsetsToTxn, TxnOffsetCommit with no generation, as a
+// producer outside the group may).
+func txnCommitOffset(t *testing.T, cl *kgo.Client, id, group, topic string, offset int64) {
+	t.Helper()
+	pid, epoch, err := cl.ProducerID(ctxT(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, group
+	ares, err := add.RequestWith(ctxT(t, 10*time.Second), cl)
+	if err != nil || ares.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %+v", err, ares)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = id, group, pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctxT(t, 10*time.Second), cl)
+	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("TxnOffsetCommit: %v %+v", err, resp)
+	}
+}
