@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
 	"github.com/sluice-broker/sluice/tools/chaos/copier"
@@ -19,6 +23,11 @@ type copiers struct {
 	cancel          context.CancelFunc
 	wg              sync.WaitGroup
 	stats           copier.Stats
+	// kinds counts the errors by kind (the Kafka error's name where there
+	// is one), so a report shows what the copiers ran into, not only the
+	// last error.
+	kindsMu sync.Mutex
+	kinds   map[string]int
 	// copied is how many values the check found in the copy.
 	copied int
 }
@@ -27,6 +36,7 @@ type copiers struct {
 func startCopiers(seeds []string, src, dst string, n int) (*copiers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel}
+	cp.stats.OnError = cp.kind
 	for i := range n {
 		o := copier.Options{Seeds: seeds, Src: src, Dst: dst, Group: cp.group,
 			TransactionalID: fmt.Sprintf("%s-copier-%d", src, i), SessionTimeout: groupSessionTimeout}
@@ -39,6 +49,26 @@ func startCopiers(seeds []string, src, dst string, n int) (*copiers, error) {
 		go func() { defer cp.wg.Done(); copier.Run(ctx, s, o, &cp.stats) }()
 	}
 	return cp, nil
+}
+
+// kind counts a copier's error by kind.
+func (cp *copiers) kind(err error) {
+	kind := err.Error()
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		kind = ke.Message
+	case errors.Is(err, context.DeadlineExceeded):
+		kind = "timeout"
+	case len(kind) > 60:
+		kind = kind[:60]
+	}
+	cp.kindsMu.Lock()
+	defer cp.kindsMu.Unlock()
+	if cp.kinds == nil {
+		cp.kinds = map[string]int{}
+	}
+	cp.kinds[kind]++
 }
 
 // stop ends every copier; each aborts what it has open as it closes.
@@ -72,8 +102,23 @@ func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.
 func (cp *copiers) summary() string {
 	st := &cp.stats
 	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", st.Committed.Load(), st.Aborted.Load(), st.Errors.Load(), cp.copied)
-	if e, ok := st.LastErr.Load().(string); ok {
-		s += " (last: " + e + ")"
+	cp.kindsMu.Lock()
+	defer cp.kindsMu.Unlock()
+	kinds := make([]string, 0, len(cp.kinds))
+	for k := range cp.kinds {
+		kinds = append(kinds, k)
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return cp.kinds[b] - cp.kinds[a] })
+	for i, k := range kinds {
+		if i == 0 {
+			s += " ("
+		} else {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s: %d", k, cp.kinds[k])
+	}
+	if len(kinds) > 0 {
+		s += ")"
 	}
 	return s
 }

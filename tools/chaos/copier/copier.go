@@ -11,6 +11,7 @@ package copier
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -25,23 +26,26 @@ type Options struct {
 	// SessionTimeout is the group member's session.timeout.ms;
 	// HeartbeatInterval its heartbeat.interval.ms (0: franz-go's 3s).
 	SessionTimeout, HeartbeatInterval time.Duration
-	// BeforeEnd, when set, is called in each transaction after its records
-	// were handed to the producer and before it ends; the fault tests use
-	// it to hold a transaction open.
+	// BeforeEnd, when set, is called in each transaction whose records
+	// were all acknowledged, before it ends; the fault tests use it to
+	// hold a transaction open.
 	BeforeEnd func(s *kgo.GroupTransactSession, records int)
 }
 
 // Stats count a copier's transactions.
 type Stats struct {
 	// Committed and Aborted count ended transactions; Errors, failed
-	// Begin/End calls (a fenced or timed-out transaction, retried).
+	// transactions (a fenced or timed-out one, a record that failed).
 	Committed, Aborted, Errors atomic.Int64
-	LastErr                    atomic.Value // string
+	// OnError, when set, is told every error counted in Errors.
+	OnError func(error)
 }
 
 func (st *Stats) fail(err error) {
 	st.Errors.Add(1)
-	st.LastErr.Store(err.Error())
+	if st.OnError != nil {
+		st.OnError(err)
+	}
 }
 
 // Session is the group transact session of o.
@@ -73,30 +77,65 @@ func Run(ctx context.Context, s *kgo.GroupTransactSession, o Options, st *Stats)
 		if fs.Empty() {
 			continue
 		}
-		if err := s.Begin(); err != nil {
-			st.fail(err)
-			continue
-		}
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			s.Produce(ctx, &kgo.Record{Topic: o.Dst, Partition: r.Partition, Value: r.Value}, nil)
-			n++
-		})
-		if o.BeforeEnd != nil {
-			o.BeforeEnd(s, n)
-		}
-		// Not ctx: a transaction begun is ended, committed or aborted,
-		// even when the run stops meanwhile.
-		ectx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		committed, err := s.End(ectx, kgo.TryCommit)
-		cancel()
+		committed, err := CopyOnce(s, o.Dst, fs, o.BeforeEnd)
 		switch {
 		case err != nil:
 			st.fail(err)
+			settle(ctx, s, st)
 		case committed:
 			st.Committed.Add(1)
 		default:
 			st.Aborted.Add(1)
 		}
+	}
+}
+
+// CopyOnce copies one poll's records in one transaction with the group's
+// offsets for them. It commits only if every record was acknowledged: a
+// session commits the offsets it polled whether or not the records
+// produced in between made it, so a failed record must turn the end into
+// an abort (the offsets then rewind and the records are copied again).
+// Neither the records nor the end take the run's context: a transaction
+// begun is finished, committed or aborted, even when the run stops
+// meanwhile — a record failed by a cancelled context is how the first
+// version of this copier committed offsets without their copies.
+// beforeEnd (may be nil) is Options.BeforeEnd.
+func CopyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches, beforeEnd func(*kgo.GroupTransactSession, int)) (bool, error) {
+	if err := s.Begin(); err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	first := kgo.AbortingFirstErrPromise(s.Client())
+	n := 0
+	fs.EachRecord(func(r *kgo.Record) {
+		s.Produce(ctx, &kgo.Record{Topic: dst, Partition: r.Partition, Value: r.Value}, first.Promise())
+		n++
+	})
+	// Err waits for every promise; the end then commits only if none failed.
+	produceErr := first.Err()
+	if produceErr == nil && beforeEnd != nil {
+		beforeEnd(s, n)
+	}
+	committed, err := s.End(ctx, kgo.TransactionEndTry(produceErr == nil))
+	if err == nil && produceErr != nil {
+		err = fmt.Errorf("aborted: a copied record failed: %w", produceErr)
+	}
+	return committed, err
+}
+
+// settle follows a failed transaction: End can fail with the
+// transaction still open in the client (an abort it could not confirm),
+// and every Begin after would then fail, so it is aborted again, with a
+// pause so that an outage is not counted thousands of times.
+func settle(ctx context.Context, s *kgo.GroupTransactSession, st *Stats) {
+	actx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.End(actx, kgo.TryAbort); err != nil {
+		st.fail(fmt.Errorf("abort after a failed transaction: %w", err))
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
 	}
 }
