@@ -26,15 +26,18 @@ import (
 // chaos harness's, package copier) runs as its own process over a
 // three-broker cluster while an idempotent producer fills the source
 // topic. The copier is SIGKILLed mid-transaction again and again and
-// started again with the same transactional.id: half the kills land with a
-// transaction's records written and acknowledged but EndTxn not sent (the
-// copier holds there until the test answers), the others just after the
-// test lets EndTxn go. Each new process's InitProducerId fences the dead
-// one and aborts what it left open; its group member replaces the dead
-// one. A last copier drains the source. Exactly once: every partition of
-// the copy, read at read_committed, holds the source's values below the
-// group's committed offset (all of them), once each and in order, and no
-// record of a killed transaction is visible.
+// started again with the same transactional.id, each kill at one of three
+// points the child process stops at until the test answers: its
+// transaction's records all acknowledged, End not begun; just after its
+// TxnOffsetCommit went out (the group's offsets pending in the
+// transaction); just after its EndTxn went out (the outcome in the
+// coordinator's hands, the client gone). Each new process's
+// InitProducerId fences the dead one and aborts what it left open; its
+// group member replaces the dead one. A last copier drains the source.
+// Exactly once: every partition of the copy, read at read_committed,
+// holds the source's values below the group's committed offset (all of
+// them), once each and in order, and no record of an aborted transaction
+// is visible.
 func TestTransactionalCopierKilled(t *testing.T) {
 	const (
 		src, dst, group, id = "ck-src", "ck-copy", "ck-copier", "ck-copier-tx"
@@ -52,26 +55,23 @@ func TestTransactionalCopierKilled(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
-	heldRecords := 0
+	killAt := []string{"OPEN", "SENT TxnOffsetCommit", "SENT EndTxn"}
 	for round := range kills {
 		p := startCopierProcess(t, c, src, dst, group, id)
-		for let := rng.IntN(4); ; let-- {
-			n := p.nextOpen(t)
-			if let > 0 {
+		at, records := killAt[round%len(killAt)], 0
+		for let := rng.IntN(4); ; { // let that many transactions end first
+			ev := p.next(t)
+			if n, ok := strings.CutPrefix(ev, "OPEN "); ok {
+				records, _ = strconv.Atoi(n)
+				let--
+			}
+			if let >= 0 || !strings.HasPrefix(ev, at) {
 				p.release()
 				continue
 			}
-			if round%2 == 0 {
-				heldRecords += n
-				p.kill()
-				t.Logf("round %d: killed with a transaction of %d records written, EndTxn not sent", round, n)
-			} else {
-				p.release()
-				time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // somewhere in End
-				p.kill()
-				d, _ := describeTxn(c, id)
-				t.Logf("round %d: killed as it ended a transaction of %d records (%s)", round, n, d.State)
-			}
+			p.kill()
+			d, _ := describeTxn(c, id)
+			t.Logf("round %d: killed at %q in a transaction of %d records (then: %s)", round, ev, records, d.State)
 			break
 		}
 	}
@@ -111,8 +111,7 @@ func TestTransactionalCopierKilled(t *testing.T) {
 	for _, l := range dstLogs {
 		copied += len(l.Values)
 	}
-	t.Logf("%d kills; %d records of transactions held open at a kill, none visible; %d values sent, %d copied exactly once",
-		kills, heldRecords, sent[0]+sent[1]+sent[2], copied)
+	t.Logf("%d kills; %d values sent, %d copied exactly once", kills, sent[0]+sent[1]+sent[2], copied)
 }
 
 // feedSource produces increasing numbers to topic's partitions in turn
@@ -159,10 +158,10 @@ func feedSource(t *testing.T, c *Cluster, topic string, partitions int) (stop fu
 
 // copierProcess is TestTxnCopierProcess running in a child process.
 type copierProcess struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	opens chan int // records of each transaction held before EndTxn
-	out   *lockedBuffer
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan string // where it stopped, until release
+	out    *lockedBuffer
 }
 
 // startCopierProcess re-runs this test binary as a copier from src to dst.
@@ -170,7 +169,7 @@ func startCopierProcess(t *testing.T, c *Cluster, src, dst, group, id string) *c
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTxnCopierProcess$", "-test.v")
 	cmd.Env = append(os.Environ(), "SLUICE_TXNCOPY="+strings.Join([]string{strings.Join(c.Bootstrap(), ","), src, dst, group, id}, " "))
-	p := &copierProcess{cmd: cmd, opens: make(chan int, 1), out: &lockedBuffer{}}
+	p := &copierProcess{cmd: cmd, events: make(chan string, 1), out: &lockedBuffer{}}
 	var err error
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -190,42 +189,41 @@ func startCopierProcess(t *testing.T, c *Cluster, src, dst, group, id string) *c
 		}
 	})
 	go func() {
+		defer close(p.events)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(p.out, line)
-			if n, ok := strings.CutPrefix(line, "OPEN "); ok {
-				v, _ := strconv.Atoi(n)
-				p.opens <- v
+			if ev, ok := strings.CutPrefix(line, "STOPPED "); ok {
+				p.events <- ev
 			}
 		}
-		close(p.opens)
 	}()
 	return p
 }
 
-// nextOpen waits until the copier holds a transaction open before EndTxn
-// and returns how many records it wrote in it.
-func (p *copierProcess) nextOpen(t *testing.T) int {
+// next waits until the copier stops at one of its points (see
+// TestTxnCopierProcess) and returns which.
+func (p *copierProcess) next(t *testing.T) string {
 	t.Helper()
 	select {
-	case n, ok := <-p.opens:
+	case ev, ok := <-p.events:
 		if !ok {
 			t.Fatalf("the copier process exited:\n%s", p.out)
 		}
-		return n
+		return ev
 	case <-time.After(60 * time.Second):
-		t.Fatalf("the copier held no transaction for 60s:\n%s", p.out)
+		t.Fatalf("the copier did not stop at any point for 60s:\n%s", p.out)
 	}
-	return 0
+	return ""
 }
 
-// release lets the held transaction end.
+// release lets the stopped copier go on.
 func (p *copierProcess) release() { io.WriteString(p.stdin, "go\n") }
 
-// releaseAll lets every transaction end until the process is gone.
+// releaseAll lets the copier go on every time until the process is gone.
 func (p *copierProcess) releaseAll() {
-	for range p.opens {
+	for range p.events {
 		p.release()
 	}
 }
@@ -240,27 +238,52 @@ func (p *copierProcess) kill() {
 }
 
 // TestTxnCopierProcess is the copier process of
-// TestTransactionalCopierKilled, run only as its child: a copier whose
-// every transaction, once its records are all acknowledged, prints "OPEN n"
-// and waits for a line on stdin before ending.
+// TestTransactionalCopierKilled, run only as its child: a copier that
+// prints "STOPPED <point>" and waits for a line on stdin at three points
+// of every transaction: "OPEN n" once its n records are all acknowledged,
+// before it ends; "SENT TxnOffsetCommit" and "SENT EndTxn" once its client
+// has written that request to a broker (a franz-go write hook, which holds
+// the client's next writes to that broker meanwhile).
 func TestTxnCopierProcess(t *testing.T) {
 	args := strings.Fields(os.Getenv("SLUICE_TXNCOPY"))
 	if len(args) != 5 {
 		t.Skip("the copier process of TestTransactionalCopierKilled")
 	}
 	in := bufio.NewScanner(os.Stdin)
+	var mu sync.Mutex
+	stop := func(point string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf("STOPPED %s\n", point)
+		if !in.Scan() {
+			os.Exit(0) // the test is gone
+		}
+	}
 	o := copier.Options{Seeds: strings.Split(args[0], ","), Src: args[1], Dst: args[2], Group: args[3],
 		TransactionalID: args[4], SessionTimeout: 2 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
-		BeforeEnd: func(_ *kgo.GroupTransactSession, n int) {
-			fmt.Printf("OPEN %d\n", n)
-			if !in.Scan() {
-				os.Exit(0) // the test is gone
-			}
-		}}
+		BeforeEnd:  func(_ *kgo.GroupTransactSession, n int) { stop(fmt.Sprintf("OPEN %d", n)) },
+		ClientOpts: []kgo.Opt{kgo.WithHooks(sentHook(stop))},
+	}
 	s, err := copier.Session(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var st copier.Stats
 	copier.Run(context.Background(), s, o, &st)
+}
+
+// sentHook calls stop once a TxnOffsetCommit or an EndTxn request was
+// written to a broker.
+type sentHook func(point string)
+
+func (h sentHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	switch key {
+	case 28:
+		h("SENT TxnOffsetCommit")
+	case 26:
+		h("SENT EndTxn")
+	}
 }

@@ -30,6 +30,9 @@ type Options struct {
 	// were all acknowledged, before it ends; the fault tests use it to
 	// hold a transaction open.
 	BeforeEnd func(s *kgo.GroupTransactSession, records int)
+	// ClientOpts are more options of the session's client (the fault
+	// tests' hooks).
+	ClientOpts []kgo.Opt
 }
 
 // Stats count a copier's transactions.
@@ -50,7 +53,7 @@ func (st *Stats) fail(err error) {
 
 // Session is the group transact session of o.
 func Session(o Options) (*kgo.GroupTransactSession, error) {
-	var opts []kgo.Opt
+	opts := append([]kgo.Opt(nil), o.ClientOpts...)
 	if o.HeartbeatInterval > 0 {
 		opts = append(opts, kgo.HeartbeatInterval(o.HeartbeatInterval))
 	}
