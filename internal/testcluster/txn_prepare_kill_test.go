@@ -164,6 +164,9 @@ func killBetweenPrepareAndMarkers(t *testing.T, commit bool) {
 		reportAnomalies(t, check.CheckCopy(srcLogs, dst, offsets))
 		t.Logf("%s: %d records at read_committed, LSO = HW = %d", topic, len(dst[0].Values), dst[0].HW)
 	}
+	if _, err := check.ReadCommitted(ctx, seeds, "__consumer_offsets", 3); err != nil {
+		t.Errorf("__consumer_offsets: %v", err)
+	}
 	t.Logf("node %d completed the transaction (%s)", next, complete)
 }
 
