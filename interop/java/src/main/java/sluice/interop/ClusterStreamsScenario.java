@@ -36,14 +36,14 @@ import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Produced;
 
 /**
- * Kafka Streams exactly_once_v2 word count on the three-broker cluster, with a broker SIGKILLed
+ * Kafka Streams exactly_once_v2 word count on the three-broker cluster, with brokers SIGKILLed
  * mid-stream: input, output, repartition and changelog topics RF=3 with min.insync.replicas=2. A
- * producer feeds lines while the application counts; once the application has committed counts
- * and has a transaction open, the driver SIGKILLs the broker coordinating that transaction (the
- * leader of its __transaction_state partition) and later starts it again. The open transaction
- * is aborted or completed by the next coordinator; a read_committed reader of the output must
- * find every word's count exactly right, no count ever above the truth (a line counted twice)
- * nor going backwards.
+ * producer feeds lines while the application counts; once a third is fed and the application has
+ * a transaction open, the driver SIGKILLs the broker coordinating that transaction (the leader of
+ * its __transaction_state partition), more lines are fed, and the broker is started again; then,
+ * with lines flowing again, the leader of an output partition is SIGKILLed and started again the
+ * same way. A read_committed reader of the output must find every word's count exactly right, no
+ * count ever above the truth (a line counted twice) nor going backwards.
  */
 public final class ClusterStreamsScenario {
     static final String APP = "sluice-cluster-wordcount", IN = "cstreams-lines", OUT = "cstreams-counts";
@@ -77,29 +77,36 @@ public final class ClusterStreamsScenario {
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         Map<String, Long> want = new ConcurrentHashMap<>();
         AtomicReference<Throwable> died = new AtomicReference<>();
-        String killed, started;
-        int linesAtKill;
+        AtomicInteger fed = new AtomicInteger();
+        String killed, started, killed2, started2;
+        int linesAtKill, linesAtKill2;
         try (Admin admin = Admin.create(ap)) {
             Map<String, String> minIsr = Map.of("min.insync.replicas", "2");
             admin.createTopics(List.of(new NewTopic(IN, PARTITIONS, (short) 3).configs(minIsr),
                     new NewTopic(OUT, PARTITIONS, (short) 3).configs(minIsr))).all().get(30, TimeUnit.SECONDS);
-            AtomicInteger fed = new AtomicInteger();
-            Thread feeder = new Thread(() -> feed(want, fed, died), "feeder");
             try (KafkaStreams app = new KafkaStreams(topology(), streamsConfig())) {
                 app.setUncaughtExceptionHandler(e -> {
                     died.compareAndSet(null, e);
                     return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
                 });
                 app.start();
-                feeder.start();
-                String id = openTransaction(admin, fed, died);
+                // The coordinator of an open transaction of the application.
+                Thread feeder = feed(0, 2 * LINES / 3, want, fed, died);
+                String id = openTransaction(admin, fed, LINES / 3, died);
                 linesAtKill = fed.get();
                 killed = askDriver("kill-txn " + id);
                 feeder.join(120000);
                 started = askDriver("start");
+                // The leader of an output partition, the application writing to it.
+                feeder = feed(2 * LINES / 3, LINES, want, fed, died);
+                awaitFed(fed, 2 * LINES / 3 + 30, died);
+                linesAtKill2 = fed.get();
+                killed2 = askDriver("kill-leader " + OUT + " 0");
+                feeder.join(120000);
+                started2 = askDriver("start");
                 Map<String, Long> got = latestCounts(want, died);
                 if (died.get() != null) {
-                    throw new AssertionError("the application died: " + died.get(), died.get());
+                    throw new AssertionError("the application or the feeder died: " + died.get(), died.get());
                 }
                 if (!got.equals(want)) {
                     throw new AssertionError("counts " + got + ", want " + want);
@@ -107,43 +114,57 @@ public final class ClusterStreamsScenario {
             }
         }
         return LINES + " lines fed while the application counted; " + killed + " after " + linesAtKill
-                + " lines, the application's transaction listed Ongoing just before; " + started + "; read_committed output: "
-                + want.size() + " words counted exactly, no count ever above the truth or going back";
+                + " lines, the application's transaction listed Ongoing just before; " + started + "; " + killed2
+                + " after " + linesAtKill2 + " lines; " + started2 + "; read_committed output: " + want.size()
+                + " words counted exactly, no count ever above the truth or going back";
     }
 
-    /** Feeds LINES lines, a few at a time, recording each word in want. */
-    void feed(Map<String, Long> want, AtomicInteger fed, AtomicReference<Throwable> died) {
-        try (KafkaProducer<String, String> p = Transactions.producer(bootstrap, null)) {
-            for (int i = 0; i < LINES; i++) {
-                StringBuilder line = new StringBuilder();
-                for (int w = 0; w <= i % 5; w++) {
-                    String word = WORDS[(i * 7 + w * 3) % WORDS.length];
-                    line.append(word).append(' ');
-                    want.merge(word, 1L, Long::sum);
+    /** Feeds lines [from, to) on a new thread, a few at a time, recording each word in want. */
+    Thread feed(int from, int to, Map<String, Long> want, AtomicInteger fed, AtomicReference<Throwable> died) {
+        Thread t = new Thread(() -> {
+            try (KafkaProducer<String, String> p = Transactions.producer(bootstrap, null)) {
+                for (int i = from; i < to; i++) {
+                    StringBuilder line = new StringBuilder();
+                    for (int w = 0; w <= i % 5; w++) {
+                        String word = WORDS[(i * 7 + w * 3) % WORDS.length];
+                        line.append(word).append(' ');
+                        want.merge(word, 1L, Long::sum);
+                    }
+                    p.send(new ProducerRecord<>(IN, null, line.toString().trim())).get(60, TimeUnit.SECONDS);
+                    fed.incrementAndGet();
+                    if (i % 10 == 9) {
+                        Thread.sleep(50); // a stream, not one burst
+                    }
                 }
-                p.send(new ProducerRecord<>(IN, null, line.toString().trim())).get(60, TimeUnit.SECONDS);
-                fed.incrementAndGet();
-                if (i % 10 == 9) {
-                    Thread.sleep(50); // a stream, not one burst
-                }
+            } catch (Exception e) {
+                died.compareAndSet(null, e);
             }
-        } catch (Exception e) {
-            died.compareAndSet(null, e);
+        }, "feeder");
+        t.start();
+        return t;
+    }
+
+    static void awaitFed(AtomicInteger fed, int n, AtomicReference<Throwable> died) throws Exception {
+        long deadline = System.currentTimeMillis() + 60000;
+        while (fed.get() < n && died.get() == null && System.currentTimeMillis() < deadline) {
+            Thread.sleep(10);
+        }
+        if (fed.get() < n) {
+            throw new AssertionError("fed " + fed.get() + " of " + n + " lines (" + died.get() + ")");
         }
     }
 
     /**
-     * Waits until a third of the input is fed and the application has a transaction open (its
+     * Waits until min lines are fed and the application has a transaction open (its
      * transactional ids are APP-<process>-<thread>), and returns that transactional id.
      */
-    static String openTransaction(Admin admin, AtomicInteger fed, AtomicReference<Throwable> died) throws Exception {
+    static String openTransaction(Admin admin, AtomicInteger fed, int min, AtomicReference<Throwable> died) throws Exception {
+        awaitFed(fed, min, died);
         long deadline = System.currentTimeMillis() + 90000;
         while (System.currentTimeMillis() < deadline && died.get() == null) {
-            if (fed.get() >= LINES / 3) {
-                for (TransactionListing l : admin.listTransactions().all().get(10, TimeUnit.SECONDS)) {
-                    if (l.transactionalId().startsWith(APP) && l.state() == TransactionState.ONGOING) {
-                        return l.transactionalId();
-                    }
+            for (TransactionListing l : admin.listTransactions().all().get(10, TimeUnit.SECONDS)) {
+                if (l.transactionalId().startsWith(APP) && l.state() == TransactionState.ONGOING) {
+                    return l.transactionalId();
                 }
             }
             Thread.sleep(20);
