@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
 )
@@ -122,7 +123,8 @@ func killBetweenPrepareAndMarkers(t *testing.T, commit bool) {
 		t.Fatalf("pk-copy's LSO %d (%v) in %s, want %d: its marker was not written", o.Offset, o.Err, prepare, records+1)
 	}
 
-	t.Logf("%s with pk-blocked's marker pending; SIGKILL of the coordinator, node %d", prepare, coord)
+	pd, _ := describeTxn(c, id)
+	t.Logf("%+v with pk-blocked's marker pending; SIGKILL of the coordinator, node %d", pd, coord)
 	c.Node(coord).Kill()
 	c.Node(blocked).Restart()
 	var next int32
@@ -141,6 +143,7 @@ func killBetweenPrepareAndMarkers(t *testing.T, commit bool) {
 	if next == coord {
 		t.Fatalf("%s on node %d, which was killed", complete, next)
 	}
+	t.Logf("described at completion: %s", last)
 	c.Node(coord).Restart()
 	c.WaitBrokers(3, 60*time.Second)
 
@@ -336,8 +339,15 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	prod := c.Client(kgo.TransactionalID(id), kgo.DefaultProduceTopic("ok-copy"), kgo.TransactionTimeout(60*time.Second),
-		kgo.MetadataMinAge(100*time.Millisecond))
+	// Transactions version 1 throughout, deterministically (franz-go opts
+	// into version 2 only once it has seen the feature, which may be after
+	// its first transaction; TestCoordinatorKilledBetweenPrepareAndMarkers
+	// runs version 2, TestTxnV1EndAfterV2OffsetCommit the two mixed).
+	v1 := kversion.Stable()
+	v1.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v1.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	prod := c.Client(kgo.MaxVersions(v1), kgo.TransactionalID(id), kgo.DefaultProduceTopic("ok-copy"),
+		kgo.TransactionTimeout(60*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
 	if _, _, err := prod.ProducerID(ctxT(t, 30*time.Second)); err != nil { // InitProducerId: creates __transaction_state
 		t.Fatal(err)
 	}
@@ -357,7 +367,9 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	txnCommitOffset(t, prod, id, group, "ok-src", records)
+	pid, epoch := txnCommitOffset(t, prod, prod, id, group, "ok-src", records)
+	leaders, _ := topicLeaders(t, c, c.Node(coord), "ok-copy")
+	t.Logf("the transaction's producer id %d, epoch %d; ok-copy-0 led by %d", pid, epoch, leaders[0])
 
 	c.Node(gcoord).Kill()
 	c.WaitFor(30*time.Second, fmt.Sprintf("node %d out of every replicated ISR", gcoord), func() bool {
@@ -370,7 +382,7 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 	if err != nil || d.State != "PrepareCommit" {
 		t.Fatalf("after EndTxn with the offsets partition leaderless: %+v, %v; want PrepareCommit", d, err)
 	}
-	t.Logf("PrepareCommit, markers pending on %v; SIGKILL of the transaction coordinator, node %d", d.Topics, coord)
+	t.Logf("%+v; SIGKILL of the transaction coordinator, node %d", d, coord)
 	c.Node(coord).Kill()
 	c.Node(gcoord).Restart()
 	var next int32
@@ -386,6 +398,7 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 			t.Fatalf("no new coordinator completed the commit in 60s; last description: %s", last)
 		}
 	}
+	t.Logf("described at completion: %s", last)
 	c.Node(coord).Restart()
 	c.WaitBrokers(3, 60*time.Second)
 
@@ -401,6 +414,7 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 	}
 	dst, err := check.ReadCommitted(ctx, seeds, "ok-copy", 1)
 	if err != nil {
+		logProducers(t, c, "ok-copy")
 		t.Fatal(err)
 	}
 	reportAnomalies(t, check.CheckCopy(srcLogs, dst, offsets))
@@ -410,12 +424,29 @@ func TestCoordinatorKilledBeforeOffsetsMarker(t *testing.T) {
 	t.Logf("node %d completed the commit: offset %d, %d records in the copy", next, offsets[0], len(dst[0].Values))
 }
 
-// txnCommitOffset adds group's offset of topic's partition 0 to cl's open
+// logProducers logs DescribeProducers of topic's partition 0: which
+// producer's transaction is open there, when a read finds one hanging.
+func logProducers(t *testing.T, c *Cluster, topic string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	d, err := kadm.NewClient(cl).DescribeProducers(ctxT(t, 10*time.Second), kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		t.Logf("describe producers of %s: %v", topic, err)
+		return
+	}
+	d.EachProducer(func(p kadm.DescribedProducer) { t.Logf("%s producer: %+v", topic, p) })
+}
+
+// txnCommitOffset adds group's offset of topic's partition 0 to prod's open
 // transaction (AddOffsetsToTxn, TxnOffsetCommit with no generation, as a
-// producer outside the group may).
-func txnCommitOffset(t *testing.T, cl *kgo.Client, id, group, topic string, offset int64) {
+// producer outside the group may), sending the requests with cl at the
+// versions cl picks, and returns the producer id and epoch.
+func txnCommitOffset(t *testing.T, prod, cl *kgo.Client, id, group, topic string, offset int64) (int64, int16) {
 	t.Helper()
-	pid, epoch, err := cl.ProducerID(ctxT(t, 10*time.Second))
+	pid, epoch, err := prod.ProducerID(ctxT(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,4 +468,5 @@ func txnCommitOffset(t *testing.T, cl *kgo.Client, id, group, topic string, offs
 	if err != nil || len(resp.Topics) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("TxnOffsetCommit: %v %+v", err, resp)
 	}
+	return pid, epoch
 }
