@@ -297,6 +297,9 @@ func (r *Request) finish(resp *Response) {
 		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
 	}
 	r.broker.metrics.requestDone(r, resp)
+	if resp != nil {
+		resp.metrics, resp.key = r.broker.metrics, r.Key
+	}
 	r.answer(resp)
 }
 
