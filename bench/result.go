@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"slices"
 	"os"
+	"slices"
 	"time"
 )
 
