@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -36,6 +37,9 @@ type Quiet struct {
 	// BrokerFIFO, when in 1..99, is the SCHED_FIFO priority of every
 	// broker thread for the run.
 	BrokerFIFO int
+	// ClientFIFO is the same for this process (its pacing timer and
+	// reader then wait for no one of normal priority either).
+	ClientFIFO int
 	// ClientGOMAXPROCS and ClientGOGC set this process's runtime (0 and
 	// -1 leave them; ClientGOGC 0 is not "off", use a large value).
 	ClientGOMAXPROCS int
@@ -44,7 +48,7 @@ type Quiet struct {
 
 // Active reports whether q changes anything.
 func (q *Quiet) Active() bool {
-	return len(q.BrokerCPUs) > 0 || len(q.ClientCPUs) > 0 || q.BrokerFIFO > 0 || q.ClientGOMAXPROCS > 0 || q.ClientGOGC > 0
+	return len(q.BrokerCPUs) > 0 || len(q.ClientCPUs) > 0 || q.BrokerFIFO > 0 || q.ClientFIFO > 0 || q.ClientGOMAXPROCS > 0 || q.ClientGOGC > 0
 }
 
 // Apply sets everything up; broker is the address used to find the
@@ -52,6 +56,15 @@ func (q *Quiet) Active() bool {
 // run.
 func (q *Quiet) Apply(broker string) (undo func(), err error) {
 	undo = func() {}
+	if q.ClientFIFO > 0 && len(q.ClientCPUs) > 0 && q.ClientGOMAXPROCS == 0 {
+		// A Go process whose threads outnumber its CPUs livelocks under
+		// SCHED_FIFO: a thread that spins waiting for another of the
+		// same priority on the same CPU never lets it run (seen here).
+		q.ClientGOMAXPROCS = len(q.ClientCPUs)
+	}
+	if q.ClientFIFO > 0 && (len(q.ClientCPUs) == 0 || q.ClientGOMAXPROCS > len(q.ClientCPUs)) {
+		return undo, errors.New("--client-fifo needs --client-cpus and no more GOMAXPROCS than CPUs (a spinning thread would starve its peers)")
+	}
 	if q.ClientGOMAXPROCS > 0 {
 		runtime.GOMAXPROCS(q.ClientGOMAXPROCS)
 	}
@@ -61,6 +74,14 @@ func (q *Quiet) Apply(broker string) (undo func(), err error) {
 	if len(q.ClientCPUs) > 0 {
 		if err := eachThread(os.Getpid(), pinTo(q.ClientCPUs)); err != nil {
 			return undo, fmt.Errorf("client affinity: %w", err)
+		}
+	}
+	if q.BrokerFIFO > 99 || q.ClientFIFO > 99 {
+		return undo, errors.New("SCHED_FIFO priority must be 1..99")
+	}
+	if q.ClientFIFO > 0 {
+		if err := eachThread(os.Getpid(), schedPolicy(unix.SCHED_FIFO, q.ClientFIFO)); err != nil {
+			return undo, fmt.Errorf("client SCHED_FIFO: %w", err)
 		}
 	}
 	if len(q.BrokerCPUs) == 0 && q.BrokerFIFO == 0 {
@@ -77,10 +98,14 @@ func (q *Quiet) Apply(broker string) (undo func(), err error) {
 			return undo, fmt.Errorf("broker affinity: %w", err)
 		}
 	}
+	if q.BrokerFIFO > 0 && len(q.BrokerCPUs) > 0 {
+		// The same livelock as the client's: a Go broker moved to fewer
+		// CPUs than its GOMAXPROCS lowers GOMAXPROCS by itself, but only
+		// at its next periodic check (about a second; Go 1.25+). Start
+		// the broker under taskset to skip this wait.
+		time.Sleep(2 * time.Second)
+	}
 	if q.BrokerFIFO > 0 {
-		if q.BrokerFIFO > 99 {
-			return undo, errors.New("SCHED_FIFO priority must be 1..99")
-		}
 		undo = func() { _ = eachThread(pid, schedPolicy(unix.SCHED_NORMAL, 0)) }
 		if err := eachThread(pid, schedPolicy(unix.SCHED_FIFO, q.BrokerFIFO)); err != nil {
 			undo()

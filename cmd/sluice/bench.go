@@ -60,6 +60,7 @@ reports throughput and produce-ack / end-to-end latency percentiles.
 	brokerCPUs := fs.String("broker-cpus", "", "pin every broker thread to these CPUs (taskset -c syntax; root; finds the pid listening on the first broker address)")
 	clientCPUs := fs.String("client-cpus", "", "pin this load generator to these CPUs (taskset -c syntax)")
 	fs.IntVar(&quiet.BrokerFIFO, "broker-fifo", 0, "run the broker's threads under SCHED_FIFO at this priority (1-99) for the run, then back to SCHED_OTHER (root)")
+	fs.IntVar(&quiet.ClientFIFO, "client-fifo", 0, "run this load generator under SCHED_FIFO at this priority (1-99; root)")
 	fs.IntVar(&quiet.BrokerPid, "broker-pid", 0, "the broker's pid for --broker-cpus/--broker-fifo instead of the listener's")
 	fs.IntVar(&quiet.ClientGOMAXPROCS, "client-gomaxprocs", 0, "GOMAXPROCS of this load generator (0 = leave)")
 	fs.IntVar(&quiet.ClientGOGC, "client-gogc", 0, "GOGC of this load generator (0 = leave)")
