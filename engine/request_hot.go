@@ -29,9 +29,17 @@ type hotRequest struct {
 	fetch   kmsg.FetchRequest
 	txnID   string // backs produce.TransactionID
 	names   nameCache
+	// pooled is set while h sits in the pool. Invariant: a request goes
+	// back exactly once per use (Request.answer and dispatch decide who
+	// returns it); a second release would hand one object to two
+	// requests, so it panics instead.
+	pooled bool
 }
 
 var hotRequests = sync.Pool{New: func() any { return new(hotRequest) }}
+
+// releaseHook, when set (tests), sees every pooled request go back.
+var releaseHook func(*hotRequest)
 
 // isHot reports whether key is decoded here.
 func isHot(key int16) bool {
@@ -43,6 +51,13 @@ func isHot(key int16) bool {
 const maxPooledTopics = 1024
 
 func (h *hotRequest) release() {
+	if h.pooled {
+		panic("engine: pooled request released twice")
+	}
+	h.pooled = true
+	if releaseHook != nil {
+		releaseHook(h)
+	}
 	if cap(h.produce.Topics) > maxPooledTopics {
 		h.produce.Topics = nil
 	}
