@@ -95,7 +95,7 @@ type latencyCollector struct {
 
 func newLatencyCollector(l *brokerLatencies) *latencyCollector {
 	return &latencyCollector{l: l, desc: prometheus.NewDesc("sluice_request_written_seconds",
-		"Broker-side latency since the broker started, by Kafka API: from the network loop holding a complete request frame to its response written (HDR histogram; plaintext listeners).",
+		"Broker-side latency since the broker started, by Kafka API: from the network loop holding a complete request frame to its response written, a fetch's long poll included (HDR histogram; plaintext listeners).",
 		[]string{"api"}, nil)}
 }
 
