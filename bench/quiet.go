@@ -56,6 +56,9 @@ func (q *Quiet) Active() bool {
 // run.
 func (q *Quiet) Apply(broker string) (undo func(), err error) {
 	undo = func() {}
+	if q.BrokerFIFO > 99 || q.ClientFIFO > 99 {
+		return undo, errors.New("SCHED_FIFO priority must be 1..99")
+	}
 	if q.ClientFIFO > 0 && len(q.ClientCPUs) > 0 && q.ClientGOMAXPROCS == 0 {
 		// A Go process whose threads outnumber its CPUs livelocks under
 		// SCHED_FIFO: a thread that spins waiting for another of the
@@ -75,9 +78,6 @@ func (q *Quiet) Apply(broker string) (undo func(), err error) {
 		if err := eachThread(os.Getpid(), pinTo(q.ClientCPUs)); err != nil {
 			return undo, fmt.Errorf("client affinity: %w", err)
 		}
-	}
-	if q.BrokerFIFO > 99 || q.ClientFIFO > 99 {
-		return undo, errors.New("SCHED_FIFO priority must be 1..99")
 	}
 	if q.ClientFIFO > 0 {
 		if err := eachThread(os.Getpid(), schedPolicy(unix.SCHED_FIFO, q.ClientFIFO)); err != nil {
