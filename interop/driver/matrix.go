@@ -184,7 +184,7 @@ func matrix() []scenario {
 			id: "franz-go-security", client: "twmb/franz-go", version: "v1.22.3",
 			table: tableSecurity, dir: "interop/go",
 			argv:    []string{"go", "run", ".", "-client", "franz-go", "-security"},
-			timeout: 2 * time.Minute, caps: securityCapIDs,
+			timeout: 3 * time.Minute, caps: securityCapIDs, // a refused franz-go client retries until its timeouts
 		},
 		{
 			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
