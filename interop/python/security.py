@@ -133,7 +133,12 @@ def refused(c, topic):
     for i in range(5):
         p.produce(topic, value=f"{topic}-refused-{i}".encode(),
                   on_delivery=lambda err, msg: err is None and delivered.append(msg.offset()))
-    p.flush(REFUSED_WAIT + 5)
+    # Poll until librdkafka reports the failure (or the wait ends), then drop what is queued.
+    deadline = time.time() + REFUSED_WAIT
+    while time.time() < deadline and not any(auth_error(e) for e in seen):
+        p.poll(0.2)
+    p.purge()
+    p.flush(5)
     if delivered:
         raise AssertionError(f"the producer was served: {len(delivered)} records delivered")
     perr = next((e for e in seen if auth_error(e)), None)
