@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -32,7 +34,7 @@ type hotRequest struct {
 	// pooled is set while h sits in the pool. Invariant: a request goes
 	// back exactly once per use (Request.answer and dispatch decide who
 	// returns it); a second release would hand one object to two
-	// requests, so it panics instead.
+	// requests at once, so it is refused (counted and logged) instead.
 	pooled bool
 }
 
@@ -40,6 +42,9 @@ var hotRequests = sync.Pool{New: func() any { return new(hotRequest) }}
 
 // releaseHook, when set (tests), sees every pooled request go back.
 var releaseHook func(*hotRequest)
+
+// doubleReleases counts refused second releases (a bug if ever non-zero).
+var doubleReleases atomic.Int64
 
 // isHot reports whether key is decoded here.
 func isHot(key int16) bool {
@@ -52,7 +57,9 @@ const maxPooledTopics = 1024
 
 func (h *hotRequest) release() {
 	if h.pooled {
-		panic("engine: pooled request released twice")
+		doubleReleases.Add(1)
+		slog.Error("engine: pooled request released twice; not returned to the pool again")
+		return
 	}
 	h.pooled = true
 	if releaseHook != nil {

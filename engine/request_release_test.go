@@ -13,12 +13,17 @@ import (
 )
 
 // countReleases counts pooled requests going back to the pool for the
-// rest of the test (hotRequest.release panics on a second release of the
-// same use).
+// rest of the test, and fails it if any was released twice.
 func countReleases(t *testing.T) *atomic.Int64 {
 	var n atomic.Int64
 	releaseHook = func(*hotRequest) { n.Add(1) }
-	t.Cleanup(func() { releaseHook = nil })
+	before := doubleReleases.Load()
+	t.Cleanup(func() {
+		releaseHook = nil
+		if d := doubleReleases.Load() - before; d != 0 {
+			t.Errorf("%d pooled requests released twice", d)
+		}
+	})
 	return &n
 }
 
