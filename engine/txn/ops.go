@@ -360,10 +360,15 @@ func (c *Coordinator) prepare(m *txnMeta, req EndRequest) (*snapshot, int16) {
 	if req.Commit {
 		s.state = PrepareCommit
 	}
+	// The EndTxn decides the transaction's version, as in Kafka: an
+	// implicit add (Produce v12, TxnOffsetCommit v5) marked it version 2,
+	// but a producer ending it with EndTxn v4 gets no epoch bump, so its
+	// markers go out as version 1 at the records' epoch (a version 2
+	// marker at that epoch is refused by the leaders as a late one).
+	s.tv2 = req.TV2
 	if !req.TV2 {
 		return &s, 0
 	}
-	s.tv2 = true
 	if epochExhausted(s.epoch) {
 		pid, err := c.cfg.NewProducerID()
 		if err != nil {

@@ -369,6 +369,23 @@ func TestFencedAtLastEpochMarkersKeepTheProducerID(t *testing.T) {
 	}
 }
 
+// TestEndTxnDecidesTheVersion: a transaction an implicit add marked
+// version 2 but ended by a version 1 EndTxn gets no epoch bump, and its
+// markers say version 1 (leaders refuse a version 2 marker at the
+// records' epoch; TestTxnV1EndAfterV2OffsetCommit is the same end to end).
+func TestEndTxnDecidesTheVersion(t *testing.T) {
+	h := newHarness(t)
+	p := h.init("a")
+	wantCode(t, "implicit add", h.c.AddPartitionsImplicitly("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp0}), 0)
+	r := h.c.EndTxn(EndRequest{TransactionalID: "a", ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, Commit: true})
+	wantCode(t, "end v1", r.ErrorCode, 0)
+	round := h.markers.take(t)
+	if round.req.ProducerEpoch != p.ProducerEpoch || round.req.TransactionVersion != 0 {
+		t.Fatalf("markers: %+v; want version 0 at the records' epoch %d", round.req, p.ProducerEpoch)
+	}
+	round.done(nil)
+}
+
 func TestLoadRestoresState(t *testing.T) {
 	h := newHarness(t)
 	p := h.init("a")

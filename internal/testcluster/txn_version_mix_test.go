@@ -26,10 +26,6 @@ import (
 // only once it has seen the feature) while kgo sent the raw
 // TxnOffsetCommit at v5.
 func TestTxnV1EndAfterV2OffsetCommit(t *testing.T) {
-	t.Skip("known bug: a transaction marked version 2 by an implicit add (TxnOffsetCommit v5) but ended by EndTxn v4 " +
-		"sends its markers as TransactionVersion 2 at the unbumped epoch; since 93bfab3 leaders refuse them " +
-		"(INVALID_PRODUCER_EPOCH, \"transaction marker refused\"), the coordinator drops them and completes: " +
-		"the partitions' transaction hangs (LSO stuck below the HW)")
 	c := StartInProcess(t, 1, "transaction.state.log.num.partitions=1", "transaction.state.log.replication.factor=1",
 		"offsets.topic.replication.factor=1")
 	adm := kadm.NewClient(c.Client())
