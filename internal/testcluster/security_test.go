@@ -8,8 +8,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -18,8 +20,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -148,4 +152,188 @@ func selfSignedPEM(t *testing.T) (string, *x509.CertPool) {
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
 	return path, pool
+}
+
+// TestClusterSASLSSLOnlyNoPlaintext: three nodes whose only listeners
+// are SASL_SSL, the broker one also the inter-broker listener
+// (security.inter.broker.protocol) and the controller one mapped to
+// SASL_SSL. The brokers log in to each other and to the controllers with
+// PLAIN as User:broker (a super user): the quorum forms, brokers
+// register and heartbeat, followers fetch (acks=all with
+// min.insync.replicas=3 succeeds, so every follower has the records) and
+// transaction markers reach other brokers' partitions. No listener
+// answers a plaintext Kafka request, the ISR stays full, and a follower
+// Fetch sent as a principal without CLUSTER_ACTION is refused.
+func TestClusterSASLSSLOnlyNoPlaintext(t *testing.T) {
+	certPEM, pool := selfSignedPEM(t)
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_admin="admin-secret";`
+	tlsCfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	asAdmin := []kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())}
+	c := StartInProcessWith(t, 3, asAdmin,
+		"listeners=SASL_SSL://{PLAINTEXT},CONTROLLER://{CONTROLLER}",
+		"listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
+		"security.inter.broker.protocol=SASL_SSL",
+		"sasl.mechanism.inter.broker.protocol=PLAIN",
+		"sasl.mechanism.controller.protocol=PLAIN",
+		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+		"listener.name.sasl_ssl.plain.sasl.jaas.config="+jaas,
+		"listener.name.controller.sasl.enabled.mechanisms=PLAIN",
+		"listener.name.controller.plain.sasl.jaas.config="+jaas,
+		"ssl.keystore.type=PEM",
+		"ssl.keystore.location="+certPEM,
+		"ssl.truststore.type=PEM",
+		"ssl.truststore.location="+certPEM,
+		"authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+		"super.users=User:broker;User:admin",
+		"offsets.topic.replication.factor=3",
+		"transaction.state.log.replication.factor=3",
+		"transaction.state.log.min.isr=2",
+		"transaction.state.log.num.partitions=3",
+	)
+	for _, nd := range c.Nodes {
+		if a := nd.ListenerAddr("PLAINTEXT"); a != "" {
+			t.Fatalf("node %d has a PLAINTEXT listener at %s", nd.ID, a)
+		}
+		for _, addr := range []string{nd.Addr, nd.ControllerAddr} {
+			if plaintextAnswers(t, addr) {
+				t.Fatalf("node %d answered a plaintext ApiVersions on %s", nd.ID, addr)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	admin := c.Client()
+	adm := kadm.NewClient(admin)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")}, "only-secure"); err != nil {
+		t.Fatal(err)
+	}
+	acls := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("only-secure").
+		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead, kadm.OpWrite, kadm.OpDescribe)
+	if res, err := adm.CreateACLs(ctx, acls); err != nil || len(res) == 0 || res[0].Err != nil {
+		t.Fatalf("alice's ACLs: %v %+v", err, res)
+	}
+	c.WaitFor(30*time.Second, "alice's credential on every broker", func() bool {
+		for _, nd := range c.Nodes {
+			if _, ok := nd.Broker().ScramCredential("alice", metadata.ScramSHA512); !ok {
+				return false
+			}
+		}
+		return true
+	})
+
+	asAlice := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.DialTLSConfig(tlsCfg),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}
+	alice, err := kgo.NewClient(append(asAlice, kgo.DefaultProduceTopic("only-secure"), kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alice.Close()
+	for i := range 60 {
+		if err := alice.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 3), Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d (acks=all, min.insync.replicas=3): %v", i, err)
+		}
+	}
+	topics, err := adm.ListTopics(ctx, "only-secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := topics["only-secure"]
+	for _, p := range td.Partitions {
+		if len(p.ISR) != 3 {
+			t.Fatalf("partition %d ISR %v after acks=all produces over SASL_SSL", p.Partition, p.ISR)
+		}
+	}
+
+	// A follower's Fetch as alice, who has READ but not CLUSTER_ACTION.
+	p0 := td.Partitions[0]
+	follower := p0.Replicas[0]
+	if follower == p0.Leader {
+		follower = p0.Replicas[1]
+	}
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.ReplicaID, fetch.ReplicaState.ID, fetch.ReplicaState.Epoch = follower, follower, -1
+	fetch.MaxWaitMillis, fetch.MaxBytes = 0, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = "only-secure", td.ID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.CurrentLeaderEpoch, fp.PartitionMaxBytes = 0, -1, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	fr, err := fetch.RequestWith(ctx, alice.Broker(int(p0.Leader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("follower fetch as alice: %+v, want TOPIC_AUTHORIZATION_FAILED", fr.Topics)
+	}
+
+	// A transaction over partitions led by different brokers: the
+	// coordinator's markers go to the other leaders over SASL_SSL.
+	tx, err := kgo.NewClient(append(asAdmin, kgo.SeedBrokers(c.Bootstrap()...), kgo.DefaultProduceTopic("only-secure"),
+		kgo.TransactionalID("only-secure-txn"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if err := tx.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("txn")}).FirstErr(); err != nil {
+			t.Fatalf("transactional produce to %d: %v", p, err)
+		}
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	cons, err := kgo.NewClient(append(asAlice, kgo.ConsumeTopics("only-secure"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	committed := 0
+	for got := 0; got < 63; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read committed %d of 63", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) == "txn" {
+				committed++
+			}
+		})
+		got += fs.NumRecords()
+	}
+	if committed != 3 {
+		t.Fatalf("read %d of the transaction's 3 records", committed)
+	}
+}
+
+// plaintextAnswers reports whether addr answers an ApiVersions request
+// sent without TLS.
+func plaintextAnswers(t *testing.T, addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	if _, err := conn.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 7)); err != nil {
+		return false
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+		return false
+	}
+	return binary.BigEndian.Uint32(hdr[4:]) == 7
 }
