@@ -49,6 +49,9 @@ type ServiceConfig struct {
 	// Dial opens raft connections to the other voters' CONTROLLER
 	// listeners, TLS and SASL done as they ask; nil dials plain TCP.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Bootstrap are records committed with the cluster record when the
+	// metadata log is new (sluice format --add-scram).
+	Bootstrap []metadata.Record
 	// Dir holds the raft log and snapshots (<data-dir>/__cluster_metadata).
 	Dir string
 	// Decide configures the decisions.
@@ -262,7 +265,7 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 	a = &active{s: s, ctrl: New(s.cfg.Decide), lastRebalance: time.Now()}
 	s.suspectLostVoters(a)
 	if s.store.Image().ClusterID() == "" {
-		if err := a.commit([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}); err != nil {
+		if err := a.commit(append([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}, s.cfg.Bootstrap...)); err != nil {
 			s.log.Warn("cannot record the cluster id", "err", err)
 			return nil
 		}

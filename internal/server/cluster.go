@@ -66,6 +66,10 @@ func startControllerService(cfg engine.Config, clusterID string, log *slog.Logge
 	}
 	opts.NodeID, opts.ClusterID, opts.Voters, opts.Listener, opts.Decide = cfg.NodeID, clusterID, voters, ln, decide
 	opts.Dir = filepath.Join(cfg.DataDir, engine.ClusterMetadataDir)
+	if opts.Bootstrap, err = metadata.ReadBootstrap(cfg.DataDir); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	opts.ValidateConfigs = engine.ConfigValidator(cfg)
 	s, err := controller.StartService(opts)
 	if err != nil {
