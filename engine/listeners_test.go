@@ -104,7 +104,8 @@ func TestInterBrokerListenerBySecurityProtocol(t *testing.T) {
 }
 
 // TestReadmeSecurityExample: the README's three-node SASL_SSL config is a
-// valid config of this broker, every key known.
+// valid config of this broker, every key known, with no PLAINTEXT
+// listener: the inter-broker and controller listeners are SASL_SSL.
 func TestReadmeSecurityExample(t *testing.T) {
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -121,7 +122,10 @@ func TestReadmeSecurityExample(t *testing.T) {
 		t.Fatalf("unknown %v err %v", unknown, err)
 	}
 	ls, err := c.BrokerListeners()
-	if err != nil || len(ls) != 2 || ls[1].Protocol != ProtocolSASLSSL || c.Listen != "10.0.0.1:9091" {
+	if err != nil || len(ls) != 1 || ls[0].Protocol != ProtocolSASLSSL || c.InterBrokerName() != ProtocolSASLSSL {
 		t.Fatalf("%+v %v", ls, err)
+	}
+	if c.ControllerProtocol() != ProtocolSASLSSL || c.InterBroker.SASLMechanism != "SCRAM-SHA-512" || c.InterBroker.ControllerSASLMechanism != "PLAIN" {
+		t.Fatalf("controller listener %s, mechanisms %+v", c.ControllerProtocol(), c.InterBroker)
 	}
 }

@@ -275,5 +275,13 @@ func interBrokerDialer(cfg *engine.Config, log *slog.Logger) (*peerDialer, error
 // controllerDialer is the dialer of cfg's controller listener (nil for
 // PLAINTEXT).
 func controllerDialer(cfg *engine.Config, log *slog.Logger) (*peerDialer, error) {
+	proto := cfg.ControllerProtocol()
+	sasl := proto == engine.ProtocolSASLPlaintext || proto == engine.ProtocolSASLSSL
+	if m := strings.ToUpper(cfg.InterBroker.ControllerSASLMechanism); sasl && strings.HasPrefix(m, "SCRAM-") {
+		// As in Kafka: SCRAM credentials live in the metadata the
+		// controllers replicate, so voters could not log in to each
+		// other before they had agreed on it.
+		return nil, fmt.Errorf("sasl.mechanism.controller.protocol=%s: SCRAM cannot secure the controller listener (its credentials are in the metadata the controllers replicate); use PLAIN or SSL", m)
+	}
 	return newPeerDialer(cfg, cfg.ControllerListenerKey(), cfg.ControllerProtocol(), cfg.InterBroker.ControllerSASLMechanism, log)
 }

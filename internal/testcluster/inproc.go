@@ -36,6 +36,16 @@ type InProc struct {
 	clientOpts []kgo.Opt
 }
 
+// InProcOptions are StartInProcessWith's.
+type InProcOptions struct {
+	// ClientOpts (TLS, SASL) go to every client the harness makes, its
+	// own waits included.
+	ClientOpts []kgo.Opt
+	// Bootstrap are records every node is formatted with (sluice format
+	// --add-scram).
+	Bootstrap []metadata.Record
+}
+
 // InProcNode is one node of an InProc cluster.
 type InProcNode struct {
 	ID             int32
@@ -54,17 +64,16 @@ type InProcNode struct {
 // The nodes shut down when the test ends.
 func StartInProcess(t testing.TB, n int, extra ...string) *InProc {
 	t.Helper()
-	return StartInProcessWith(t, n, nil, extra...)
+	return StartInProcessWith(t, n, InProcOptions{}, extra...)
 }
 
-// StartInProcessWith is StartInProcess with client options (TLS, SASL)
-// for every client the harness makes, its own waits included.
-func StartInProcessWith(t testing.TB, n int, clientOpts []kgo.Opt, extra ...string) *InProc {
+// StartInProcessWith is StartInProcess with options.
+func StartInProcessWith(t testing.TB, n int, o InProcOptions, extra ...string) *InProc {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a cluster: skipped under -short")
 	}
-	c := &InProc{t: t, ClusterID: metadata.NewClusterID(), clientOpts: clientOpts}
+	c := &InProc{t: t, ClusterID: metadata.NewClusterID(), clientOpts: o.ClientOpts}
 	var voters []string
 	for i := 1; i <= n; i++ {
 		nd := &InProcNode{ID: int32(i), Addr: freePort(t), ControllerAddr: freePort(t), DataDir: t.TempDir()}
@@ -86,6 +95,11 @@ func StartInProcessWith(t testing.TB, n int, clientOpts []kgo.Opt, extra ...stri
 		}, nodeLines(extra, nd)...), "\n")
 		if _, err := metadata.LoadMetaProperties(nd.DataDir, nd.ID, c.ClusterID); err != nil {
 			t.Fatalf("format node %d: %v", nd.ID, err)
+		}
+		if len(o.Bootstrap) > 0 {
+			if err := metadata.WriteBootstrap(nd.DataDir, o.Bootstrap); err != nil {
+				t.Fatalf("format node %d: %v", nd.ID, err)
+			}
 		}
 	}
 	t.Cleanup(func() {

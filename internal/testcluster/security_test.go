@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-broker/sluice/metadata"
+	"github.com/sluice-broker/sluice/security/sasl"
 )
 
 // TestClusterSASLSSL: three nodes with a SASL_SSL client listener beside
@@ -157,26 +158,38 @@ func selfSignedPEM(t *testing.T) (string, *x509.CertPool) {
 // TestClusterSASLSSLOnlyNoPlaintext: three nodes whose only listeners
 // are SASL_SSL, the broker one also the inter-broker listener
 // (security.inter.broker.protocol) and the controller one mapped to
-// SASL_SSL. The brokers log in to each other and to the controllers with
-// PLAIN as User:broker (a super user): the quorum forms, brokers
-// register and heartbeat, followers fetch (acks=all with
-// min.insync.replicas=3 succeeds, so every follower has the records) and
-// transaction markers reach other brokers' partitions. No listener
+// SASL_SSL. The brokers log in to each other as User:broker (a super
+// user) with PLAIN, or with SCRAM-SHA-512 from the bootstrap metadata
+// (sluice format --add-scram), and to the controllers with PLAIN: the
+// quorum forms, brokers register and heartbeat, followers fetch (acks=all
+// with min.insync.replicas=3 succeeds, so every follower has the records)
+// and transaction markers reach other brokers' partitions. No listener
 // answers a plaintext Kafka request, the ISR stays full, and a follower
 // Fetch sent as a principal without CLUSTER_ACTION is refused.
 func TestClusterSASLSSLOnlyNoPlaintext(t *testing.T) {
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) { saslSSLOnly(t, mech) })
+	}
+}
+
+func saslSSLOnly(t *testing.T, interBrokerMech string) {
 	certPEM, pool := selfSignedPEM(t)
 	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret" user_admin="admin-secret";`
 	tlsCfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 	asAdmin := []kgo.Opt{kgo.DialTLSConfig(tlsCfg), kgo.SASL(plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism())}
-	c := StartInProcessWith(t, 3, asAdmin,
+	opts := InProcOptions{ClientOpts: asAdmin}
+	if interBrokerMech != "PLAIN" {
+		opts.Bootstrap = []metadata.Record{scramRecord(t, "broker", "broker-secret")}
+	}
+	c := StartInProcessWith(t, 3, opts,
 		"listeners=SASL_SSL://{PLAINTEXT},CONTROLLER://{CONTROLLER}",
 		"listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
 		"security.inter.broker.protocol=SASL_SSL",
-		"sasl.mechanism.inter.broker.protocol=PLAIN",
+		"sasl.mechanism.inter.broker.protocol="+interBrokerMech,
 		"sasl.mechanism.controller.protocol=PLAIN",
 		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
 		"listener.name.sasl_ssl.plain.sasl.jaas.config="+jaas,
+		`listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="broker-secret";`,
 		"listener.name.controller.sasl.enabled.mechanisms=PLAIN",
 		"listener.name.controller.plain.sasl.jaas.config="+jaas,
 		"ssl.keystore.type=PEM",
@@ -336,4 +349,20 @@ func plaintextAnswers(t *testing.T, addr string) bool {
 		return false
 	}
 	return binary.BigEndian.Uint32(hdr[4:]) == 7
+}
+
+// scramRecord is user's SCRAM-SHA-512 credential as sluice format
+// --add-scram writes it.
+func scramRecord(t *testing.T, user, password string) metadata.Record {
+	salt := []byte("bootstrap-salt-for-" + user)
+	salted, err := sasl.SaltPassword(sasl.ScramSHA512, password, salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sasl.NewScramCredential(sasl.ScramSHA512, salt, salted, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return metadata.UserScramCredentialRecord{Name: user, Mechanism: metadata.ScramSHA512, Salt: c.Salt,
+		StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}
 }
