@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/internal/testbroker"
+	"github.com/sluice-broker/sluice/tools/chaos/check"
+)
+
+// TestCopierNeverCommitsOffsetsWithoutItsRecords: a transaction in which
+// a copied record fails must not commit the group's offsets. The 10-minute
+// chaos run of 2026-12-05 found the copy 26 values short of the committed
+// offsets: the copier's records were failed by the run's cancelled context
+// as it stopped, and the session still committed the offsets it had
+// polled. Here a record fails because the copy lacks its partition (the
+// source has two, the copy one), deterministically.
+func TestCopierNeverCommitsOffsetsWithoutItsRecords(t *testing.T) {
+	tb := testbroker.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := tb.Admin(t)
+	for topic, parts := range map[string]int32{"src": 2, "dst": 1} {
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prod := tb.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 10 {
+		r := &kgo.Record{Topic: "src", Partition: int32(i % 2), Value: fmt.Appendf(nil, "%d", i)}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s, err := kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(tb.Addr), kgo.TransactionalID("copier-test"),
+		kgo.ConsumerGroup("src-copier"), kgo.ConsumeTopics("src"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	polled := 0
+	for polled < 10 {
+		fs := s.PollRecords(ctx, 100)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("polled %d of 10: %v", polled, err)
+		}
+		polled += fs.NumRecords()
+		committed, err := copyOnce(s, "dst", fs)
+		if committed || err == nil {
+			t.Fatalf("a transaction with a failed record: committed %v, err %v; want an abort and an error", committed, err)
+		}
+		t.Logf("aborted as wanted: %v", err)
+	}
+
+	offsets, err := committedOffsets(ctx, []string{tb.Addr}, "src-copier", "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offsets) != 0 {
+		t.Fatalf("offsets committed without their copies: %v", offsets)
+	}
+	dst, err := check.ReadCommitted(ctx, []string{tb.Addr}, "dst", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(dst[0].Values); n != 0 {
+		t.Fatalf("%d values visible at read_committed from aborted transactions", n)
+	}
+}
