@@ -318,3 +318,30 @@ func TestAuthzAuthorizedOperations(t *testing.T) {
 		t.Fatalf("DescribeCluster operations %b", resp.ClusterAuthorizedOperations)
 	}
 }
+
+// TestACLAPIsSecurityDisabledWithoutAuthorizer: with no
+// authorizer.class.name, DescribeAcls, CreateAcls and DeleteAcls answer
+// SECURITY_DISABLED, as Kafka's brokers do, and no ACL is written.
+func TestACLAPIsSecurityDisabledWithoutAuthorizer(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := tb.Client(t)
+	adm := kadm.NewClient(cl)
+	b := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("orders").
+		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead)
+	created, err := adm.CreateACLs(adminCtx(t), b)
+	if err != nil || len(created) != 1 || !errors.Is(created[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("CreateAcls: %v %+v, want SECURITY_DISABLED", err, created)
+	}
+	d := kmsg.NewPtrDescribeACLsRequest()
+	d.ResourceType, d.ResourcePatternType, d.Operation, d.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if resp := request[*kmsg.DescribeACLsResponse](t, cl, d); resp.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("DescribeAcls answered %d, want SECURITY_DISABLED", resp.ErrorCode)
+	}
+	deleted, err := adm.DeleteACLs(adminCtx(t), b)
+	if err != nil || len(deleted) != 1 || !errors.Is(deleted[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("DeleteAcls: %v %+v, want SECURITY_DISABLED", err, deleted)
+	}
+	if n := tb.Broker.ACLCount(); n != 0 {
+		t.Fatalf("%d ACLs written without an authorizer", n)
+	}
+}
