@@ -15,7 +15,8 @@ package engine
 // full, with throttle_time_ms = (rate - quota) / quota × elapsed, and its
 // connection is muted for that long (Response.Mute: the network layer
 // serves the connection's next request only then), as Kafka does since
-// KIP-219.
+// KIP-219. An acks=0 produce, which has no answer to carry the throttle,
+// only mutes the connection.
 //
 //   - producer_byte_rate: the record bytes of each produce;
 //   - consumer_byte_rate: the response bytes of each consumer fetch;
@@ -200,6 +201,21 @@ func (r *Request) throttleFor(resp kmsg.Response, size int64) time.Duration {
 		d = max(d, r.recordQuota(quotaMutation, 0, now))
 	}
 	return min(d, maxThrottle)
+}
+
+// muteOnly counts a request that gets no answer (an acks=0 produce)
+// against its quotas: over one, the answer is a Response of no parts
+// whose Mute the network layer applies, writing nothing, as Kafka mutes
+// the channel of an acks=0 producer it cannot tell its throttle time.
+// Else nil.
+func (r *Request) muteOnly() *Response {
+	d := r.throttleFor(nil, 0)
+	if d <= 0 {
+		return nil
+	}
+	resp := newResponse()
+	resp.Mute = d
+	return resp
 }
 
 func produceBytes(req *kmsg.ProduceRequest) int {

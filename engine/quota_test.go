@@ -1,7 +1,11 @@
 package engine_test
 
 import (
+	"encoding/binary"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -231,4 +235,75 @@ func TestControllerMutationRateStrictRefusesTopicsOverQuota(t *testing.T) {
 	if old.Topics[0].ErrorCode != 0 || old.Topics[1].ErrorCode != 0 || old.ThrottleMillis <= 0 {
 		t.Fatalf("CreateTopics v%d: %d, %d, throttle %d, want both created and a throttle", old.Version, old.Topics[0].ErrorCode, old.Topics[1].ErrorCode, old.ThrottleMillis)
 	}
+}
+
+// TestQuotaMutesAcksZeroProducer: an acks=0 producer over its
+// producer_byte_rate gets no response to carry a throttle time, so its
+// connection is muted, as Kafka mutes the channel: a Metadata request
+// sent on it after the produces is answered only after one sent later on
+// another connection. The records are appended all the same.
+func TestQuotaMutesAcksZeroProducer(t *testing.T) {
+	tb := testbroker.Start(t)
+	ctx := adminCtx(t)
+	if _, err := tb.Admin(t).CreateTopics(ctx, 1, 1, nil, "z"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.Admin(t).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("zero")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	conn, err := net.Dial("tcp", tb.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("zero"))
+	var out []byte
+	for i := range 2 { // 16 KiB: the second takes the rate over 1 KiB/s
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks, req.TimeoutMillis = 0, 5000
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic = "z"
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = oneBigBatch(t, 8<<10)
+		pt.Partitions = append(pt.Partitions, pp)
+		req.Topics = append(req.Topics, pt)
+		out = append(out, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes the whole of dst
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	out = append(out, f.AppendRequest(nil, meta, 99)...)
+	sent := time.Now()
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan time.Time, 1)
+	go func() {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var hdr [8]byte
+		if _, err := io.ReadFull(conn, hdr[:]); err == nil && binary.BigEndian.Uint32(hdr[4:]) == 99 {
+			answered <- time.Now()
+		}
+		close(answered)
+	}()
+	// Once the produces are in, another connection is answered at once.
+	waitFor(t, "the acks=0 records appended", func() bool {
+		return tb.Broker.Topic("z").Partition(0).HighWatermark() >= 2
+	})
+	other := tb.Client(t, kgo.ClientID("other"))
+	if _, err := kadm.NewClient(other).BrokerMetadata(ctx); err != nil {
+		t.Fatal(err)
+	}
+	otherDone := time.Now()
+	at, ok := <-answered
+	if !ok {
+		t.Fatal("the muted connection's Metadata was never answered")
+	}
+	if !at.After(otherDone) {
+		t.Fatalf("the acks=0 producer's next request was answered %v after its produces, before a later one elsewhere: not muted", at.Sub(sent))
+	}
+	t.Logf("acks=0 producer muted: its Metadata answered %v after sending", at.Sub(sent))
 }

@@ -381,6 +381,11 @@ func (c *conn) complete(r *engine.Response) {
 	if r.Mute > 0 {
 		c.mutedUntil.Store(time.Now().Add(r.Mute).UnixNano())
 	}
+	if len(r.Parts) == 0 && !r.Close { // a mute with nothing to write (acks=0 over a quota)
+		r.Release()
+		c.reply(nil)
+		return
+	}
 	c.reply(r)
 }
 
