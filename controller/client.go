@@ -84,19 +84,26 @@ func NewClient(addrs []string) *Client {
 	return c
 }
 
+// securedDialTimeout bounds a connection through a dialer: the connect,
+// TLS handshake and SASL login.
+const securedDialTimeout = 3 * time.Second
+
 // SetDialer makes the client open its connections with dial (TLS and SASL
 // on a secured controller listener). Call it before the client is used.
 func (c *Client) SetDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) {
 	c.dial = dial
 }
 
-// dialController opens a connection to addr within a second.
+// dialController opens a connection to addr within a second, or three
+// with a dialer (a TLS handshake and a SASL login follow the connect).
 func (c *Client) dialController(ctx context.Context, addr string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
 	if c.dial != nil {
+		ctx, cancel := context.WithTimeout(ctx, securedDialTimeout)
+		defer cancel()
 		return c.dial(ctx, addr)
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", addr)
 }

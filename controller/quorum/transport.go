@@ -59,9 +59,11 @@ type peer struct {
 const (
 	peerQueue = 4096
 	// maxMessage bounds an inbound frame (snapshots of the image included).
-	maxMessage   = 256 << 20
-	dialTimeout  = time.Second
-	writeTimeout = 5 * time.Second
+	maxMessage  = 256 << 20
+	dialTimeout = time.Second
+	// securedDialTimeout bounds a connect, TLS handshake and SASL login.
+	securedDialTimeout = 3 * time.Second
+	writeTimeout       = 5 * time.Second
 )
 
 // NewTCPTransport listens on addr. deliver receives inbound messages;
@@ -93,12 +95,13 @@ func (t *TCPTransport) SetDialer(dial func(ctx context.Context, addr string) (ne
 	t.dial = dial
 }
 
-// dialPeer opens a connection to addr within dialTimeout.
+// dialPeer opens a connection to addr within dialTimeout, or
+// securedDialTimeout through a dialer (TLS and SASL follow the connect).
 func (t *TCPTransport) dialPeer(addr string) (net.Conn, error) {
 	if t.dial == nil {
 		return net.DialTimeout("tcp", addr, dialTimeout)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), securedDialTimeout)
 	defer cancel()
 	return t.dial(ctx, addr)
 }

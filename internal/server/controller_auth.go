@@ -54,6 +54,11 @@ type controllerListener struct {
 	done      chan struct{} // closed by Close
 	once      sync.Once
 	slots     chan struct{} // bounds the logins in progress
+	// logins are the connections logging in, closed by Close.
+	mu struct {
+		sync.Mutex
+		logins map[net.Conn]struct{}
+	}
 }
 
 // maxControllerLogins bounds the connections logging in at once.
@@ -81,6 +86,7 @@ func secureControllerListener(cfg *engine.Config, ln net.Listener, image func() 
 	}
 	l := &controllerListener{Listener: ln, sec: sec, authorize: clusterActionCheck(cfg, image), log: log.With("listener", sec.Name),
 		ready: make(chan net.Conn), done: make(chan struct{}), slots: make(chan struct{}, maxControllerLogins)}
+	l.mu.logins = map[net.Conn]struct{}{}
 	go l.acceptLoop()
 	return l, nil
 }
@@ -97,8 +103,34 @@ func (l *controllerListener) Accept() (net.Conn, error) {
 }
 
 func (l *controllerListener) Close() error {
-	l.once.Do(func() { close(l.done) })
+	l.once.Do(func() {
+		close(l.done)
+		l.mu.Lock()
+		for c := range l.mu.logins {
+			c.Close()
+		}
+		l.mu.Unlock()
+	})
 	return l.Listener.Close()
+}
+
+// track records c as logging in (false once closing); untrack forgets it.
+func (l *controllerListener) track(c net.Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	select {
+	case <-l.done:
+		return false
+	default:
+	}
+	l.mu.logins[c] = struct{}{}
+	return true
+}
+
+func (l *controllerListener) untrack(c net.Conn) {
+	l.mu.Lock()
+	delete(l.mu.logins, c)
+	l.mu.Unlock()
 }
 
 func (l *controllerListener) acceptLoop() {
@@ -114,8 +146,14 @@ func (l *controllerListener) acceptLoop() {
 			c.Close()
 			return
 		}
+		if !l.track(c) {
+			c.Close()
+			<-l.slots
+			return
+		}
 		go func() {
 			defer func() { <-l.slots }()
+			defer l.untrack(c)
 			l.admit(c)
 		}()
 	}
