@@ -171,12 +171,51 @@ func (d *peerDialer) secure(ctx context.Context, c net.Conn, addr string) (net.C
 		c = tc
 	}
 	if d.mech != nil {
-		if err := saslLogin(ctx, c, d.mech, addr); err != nil {
+		lifetime, err := saslLogin(ctx, c, d.mech, addr)
+		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("SASL %s login to %s: %w", d.mech.Name(), addr, err)
 		}
+		if lifetime > 0 {
+			return &reauthConn{Conn: c, mech: d.mech, addr: addr, renewAt: renewTime(lifetime)}, nil
+		}
 	}
 	return c, nil
+}
+
+// renewTime is when a session of lifetime is renewed: at 85% of it, as
+// Kafka's clients do at the earliest.
+func renewTime(lifetime time.Duration) time.Time {
+	return time.Now().Add(lifetime * 85 / 100)
+}
+
+// reauthConn is a connection whose SASL session has a lifetime
+// (connections.max.reauth.ms, KIP-368): the first write after 85% of it
+// logs in again before writing, so the listener does not close it. Its
+// users (replica fetchers, transaction peers) send one request at a time
+// and read its answer before the next write, so nothing of theirs is in
+// flight while the login reads its own answers.
+type reauthConn struct {
+	net.Conn
+	mech    franzsasl.Mechanism
+	addr    string
+	renewAt time.Time
+}
+
+func (c *reauthConn) Write(b []byte) (int, error) {
+	if time.Now().After(c.renewAt) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		lifetime, err := saslLogin(ctx, c.Conn, c.mech, c.addr)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("SASL re-authentication to %s: %w", c.addr, err)
+		}
+		c.renewAt = time.Now().Add(time.Duration(1<<62 - 1))
+		if lifetime > 0 {
+			c.renewAt = renewTime(lifetime)
+		}
+	}
+	return c.Conn.Write(b)
 }
 
 // dialFunc is d's dial as the engine and the controller take it.
@@ -184,43 +223,44 @@ func (d *peerDialer) dialFunc() func(ctx context.Context, addr string) (net.Conn
 	return d.dial
 }
 
-// saslLogin logs in on c with SaslHandshake v1 and SaslAuthenticate v1.
-func saslLogin(ctx context.Context, c net.Conn, mech franzsasl.Mechanism, addr string) error {
+// saslLogin logs in on c with SaslHandshake v1 and SaslAuthenticate v1,
+// and returns the session's lifetime (0: none).
+func saslLogin(ctx context.Context, c net.Conn, mech franzsasl.Mechanism, addr string) (time.Duration, error) {
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-node"))
 	var corr int32
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = mech.Name()
 	hsResp := kmsg.NewPtrSASLHandshakeResponse()
 	if err := loginRoundTrip(c, f, &corr, hs, hsResp); err != nil {
-		return err
+		return 0, err
 	}
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
-		return fmt.Errorf("%w (the listener enables %v)", err, hsResp.SupportedMechanisms)
+		return 0, fmt.Errorf("%w (the listener enables %v)", err, hsResp.SupportedMechanisms)
 	}
 	sess, out, err := mech.Authenticate(ctx, addr)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for range maxLoginSteps {
 		req := kmsg.NewPtrSASLAuthenticateRequest()
 		req.SASLAuthBytes = out
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
 		if err := loginRoundTrip(c, f, &corr, req, resp); err != nil {
-			return err
+			return 0, err
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			if resp.ErrorMessage != nil {
-				return fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
+				return 0, fmt.Errorf("%w: %s", err, *resp.ErrorMessage)
 			}
-			return err
+			return 0, err
 		}
 		done, next, err := sess.Challenge(resp.SASLAuthBytes)
 		if err != nil || done {
-			return err
+			return time.Duration(resp.SessionLifetimeMillis) * time.Millisecond, err
 		}
 		out = next
 	}
-	return errors.New("too many SASL steps")
+	return 0, errors.New("too many SASL steps")
 }
 
 // maxLoginSteps bounds a login's SaslAuthenticate round trips (SCRAM

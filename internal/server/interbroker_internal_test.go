@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/pem"
 	"errors"
 	"io"
@@ -195,4 +196,82 @@ func plaintextAnswered(t *testing.T, addr string) bool {
 	var hdr [8]byte
 	_, err = io.ReadFull(c, hdr[:])
 	return err == nil && hdr[7] == 7 && hdr[4] == 0
+}
+
+// TestInterBrokerDialerReauthenticates: on a SASL listener with
+// connections.max.reauth.ms, a connection from the inter-broker dialer
+// logs in again before its first request after the session's end (KIP-368)
+// (at 85% of it, as Kafka's clients) and goes on being served, where the
+// same connection without the re-authentication is closed by the broker
+// at the session's end.
+func TestInterBrokerDialerReauthenticates(t *testing.T) {
+	cfg := engine.DefaultConfig()
+	props := "listeners=SASL_PLAINTEXT://127.0.0.1:0\nsasl.enabled.mechanisms=PLAIN\nconnections.max.reauth.ms=4000\n" +
+		"log.dirs=" + t.TempDir() + "\n" +
+		`listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";` + "\n"
+	if _, err := cfg.ApplyProperties(strings.NewReader(props)); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Start(Options{Config: cfg, Logger: slog.New(slog.DiscardHandler), Net: "std"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	d, err := newPeerDialer(&cfg, "SASL_PLAINTEXT", engine.ProtocolSASLPlaintext, "PLAIN", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := func() net.Conn {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := d.dial(ctx, srv.ListenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	metadata := func(c net.Conn, corr int32) error {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(12)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, corr)); err != nil {
+			return err
+		}
+		var hdr [8]byte
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			return err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[:])-4)
+		_, err := io.ReadFull(c, body)
+		return err
+	}
+	renewing, plain := dial(), dial()
+	rc, ok := renewing.(*reauthConn)
+	if !ok {
+		t.Fatalf("a SASL connection with a session lifetime is a %T", renewing)
+	}
+	plain = plain.(*reauthConn).Conn // the same login, never renewed
+	for _, c := range []net.Conn{renewing, plain} {
+		if err := metadata(c, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sleepUntil := func(at time.Time) {
+		for time.Now().Before(at) {
+			time.Sleep(time.Until(at))
+		}
+	}
+	end := rc.renewAt.Add(600 * time.Millisecond) // no later than the broker's end of the first session (15% of 4 s)
+	sleepUntil(rc.renewAt.Add(50 * time.Millisecond))
+	if err := metadata(renewing, 2); err != nil {
+		t.Fatalf("in the last 15%% of the session, with re-authentication: %v", err)
+	}
+	sleepUntil(end.Add(300 * time.Millisecond))
+	if err := metadata(renewing, 3); err != nil {
+		t.Fatalf("after the first session's end, re-authenticated: %v", err)
+	}
+	if err := metadata(plain, 2); err == nil {
+		t.Fatal("after the session's end, without re-authentication, the broker still served the connection")
+	}
 }
