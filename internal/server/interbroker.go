@@ -18,10 +18,10 @@ package server
 // host), then a SASL login when it is SASL_PLAINTEXT or SASL_SSL:
 // SaslHandshake and SaslAuthenticate with sasl.mechanism.inter.broker.protocol
 // or sasl.mechanism.controller.protocol, as the username and password of
-// the listener's listener.name.<l>.<mechanism>.sasl.jaas.config. The
-// broker listeners' server side is the one every client gets
-// (listeners.go, auth.go); the controller listener's is below
-// (controllerListener).
+// the listener's listener.name.<l>.<mechanism>.sasl.jaas.config, logging
+// in again within the session lifetime the listener gives (reauthConn).
+// The broker listeners' server side is the one every client gets
+// (listeners.go, auth.go); the controller listener's is controller_auth.go.
 
 import (
 	"context"
