@@ -126,11 +126,10 @@ func (c *Coordinator) initTransitionLocked(m *txnMeta, req InitRequest) (*snapsh
 	if m.state == Ongoing {
 		// Fence the producer: abort at the next epoch. That epoch is never
 		// handed out; the client's retry bumps again.
-		s, err := s.bumped(c.cfg.NewProducerID)
+		s, err := s.abortBumped(c.cfg.NewProducerID, now)
 		if err != nil {
 			return nil, false, kerr.CoordinatorNotAvailable.Code
 		}
-		s.state = PrepareAbort
 		return &s, true, 0
 	}
 	if req.ProducerID >= 0 && m.epoch != noEpoch && req.ProducerEpoch != m.epoch {
