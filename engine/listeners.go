@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -69,6 +70,9 @@ type InterBrokerSecurity struct {
 	// (nil dials plain TCP). The replica fetchers and the transaction
 	// coordinator's peers dial through it.
 	Dial DialFunc
+	// ClientOpts give the franz-go clients the broker makes of other
+	// brokers (the share persister) the same TLS and SASL as Dial.
+	ClientOpts []kgo.Opt
 }
 
 // DialFunc opens an authenticated connection to addr.

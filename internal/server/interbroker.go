@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	franzsasl "github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -216,6 +217,19 @@ func (c *reauthConn) Write(b []byte) (int, error) {
 		}
 	}
 	return c.Conn.Write(b)
+}
+
+// clientOpts are d's TLS and SASL for a franz-go client, which logs in
+// (and re-authenticates) itself.
+func (d *peerDialer) clientOpts() []kgo.Opt {
+	var opts []kgo.Opt
+	if d.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(d.tls)) // kgo sets ServerName to the host dialled
+	}
+	if d.mech != nil {
+		opts = append(opts, kgo.SASL(d.mech))
+	}
+	return opts
 }
 
 // dialFunc is d's dial as the engine and the controller take it.

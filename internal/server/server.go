@@ -140,7 +140,7 @@ func newBroker(cfg engine.Config, log *slog.Logger) (*engine.Broker, error) {
 			return nil, err
 		}
 		if ib != nil {
-			cfg.InterBroker.Dial = ib.dialFunc()
+			cfg.InterBroker.Dial, cfg.InterBroker.ClientOpts = ib.dialFunc(), ib.clientOpts()
 		}
 	}
 	link := controller.NewClient(addrs)

@@ -204,6 +204,7 @@ func saslSSLOnly(t *testing.T, interBrokerMech string) {
 		"transaction.state.log.replication.factor=3",
 		"transaction.state.log.min.isr=2",
 		"transaction.state.log.num.partitions=3",
+		"share.coordinator.state.topic.num.partitions=3",
 	)
 	for _, nd := range c.Nodes {
 		if a := nd.ListenerAddr("PLAINTEXT"); a != "" {
@@ -330,6 +331,54 @@ func saslSSLOnly(t *testing.T, interBrokerMech string) {
 	if committed != 3 {
 		t.Fatalf("read %d of the transaction's 3 records", committed)
 	}
+
+	// A share group: each share-partition's leader persists its state at
+	// the share coordinator, on another broker for some, through the
+	// franz-go client it makes over SASL_SSL.
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	gres := kmsg.NewIncrementalAlterConfigsRequestResource()
+	gres.ResourceType, gres.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "ssg"
+	gres.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "share.auto.offset.reset", Value: kmsg.StringPtr("earliest")}}
+	alter.Resources = []kmsg.IncrementalAlterConfigsRequestResource{gres}
+	if resp, err := alter.RequestWith(ctx, admin); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("share group config: %v %+v", err, resp)
+	}
+	sc := c.Client(kgo.ShareGroup("ssg"), kgo.ConsumeTopics("only-secure"))
+	shared := map[[2]int64]bool{}
+	for len(shared) < 63 { // 60 records and the transaction's 3
+		fs := sc.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("share group read %d of 63 records", len(shared))
+		}
+		fs.EachRecord(func(r *kgo.Record) { shared[[2]int64{int64(r.Partition), r.Offset}] = true })
+	}
+	sc.MarkAcks(kgo.AckAccept)
+	if err := sc.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The acknowledgements reach the share coordinators: every
+	// share-partition's persisted start offset is its end.
+	ends, err := adm.ListEndOffsets(ctx, "only-secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor(30*time.Second, "every share-partition's start offset persisted at its end", func() bool {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+		g.GroupID = "ssg"
+		g.Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "only-secure", Partitions: []int32{0, 1, 2}}}
+		req.Groups = append(req.Groups, g)
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 1 {
+			return false
+		}
+		for _, p := range resp.Groups[0].Topics[0].Partitions {
+			if end, ok := ends.Lookup("only-secure", p.Partition); !ok || p.StartOffset != end.Offset {
+				return false
+			}
+		}
+		return len(resp.Groups[0].Topics[0].Partitions) == 3
+	})
 }
 
 // plaintextAnswers reports whether addr answers an ApiVersions request
