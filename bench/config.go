@@ -71,6 +71,10 @@ type Config struct {
 	// cheapest request, so that a latency run can be split into what the
 	// network loop and the machine cost and what producing adds.
 	RawPing bool `json:"raw_ping,omitempty"`
+	// BrokerMetrics is a Sluice broker's metrics HOST:PORT (its --metrics
+	// flag): the run reads the broker-side latency histograms there
+	// before and after and reports the difference (Result.BrokerLatency).
+	BrokerMetrics string `json:"broker_metrics,omitempty"`
 	// Progress is how often the live line is printed; 0 disables it.
 	Progress time.Duration `json:"-"`
 }
@@ -130,6 +134,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&c.KeepTopic, "keep-topic", c.KeepTopic, "use the existing topic instead of creating it")
 	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "transactional producers committing every N records (0 = not transactional)")
+	fs.StringVar(&c.BrokerMetrics, "broker-metrics", c.BrokerMetrics, "a Sluice broker's metrics HOST:PORT: report its broker-side latency per API over the run (from /debug/latency)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
 }
 

@@ -120,7 +120,7 @@ func (b *Broker) handle(s *Session, frame []byte, done func(*Response), offLoop 
 func newRequest(frame []byte) *Request {
 	if len(frame) >= 2 && isHot(int16(binary.BigEndian.Uint16(frame))) {
 		h := hotRequests.Get().(*hotRequest)
-		h.hot = h
+		h.hot, h.pooled = h, false
 		return &h.Request
 	}
 	return new(Request)
@@ -298,6 +298,9 @@ func (r *Request) finish(resp *Response) {
 		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
 	}
 	r.broker.metrics.requestDone(r, resp)
+	if resp != nil {
+		resp.metrics, resp.key = r.broker.metrics, r.Key
+	}
 	r.answer(resp)
 }
 

@@ -189,6 +189,7 @@ func (s *Server) startMetrics(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Broker.Metrics().Handler())
+	mux.Handle("/debug/latency", s.Broker.Metrics().LatencyHandler()) // engine/metrics_latency.go
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.http.Serve(ln)
 	s.log.Info("metrics", "addr", ln.Addr().String())
