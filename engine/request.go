@@ -285,8 +285,9 @@ func (r *Request) beginResponse(flexible bool) *frameWriter {
 	return w
 }
 
-// NoResponse completes a request that gets no answer (acks=0 produce).
-func (r *Request) NoResponse() { r.finish(nil) }
+// NoResponse completes a request that gets no answer (acks=0 produce);
+// over a quota it still mutes the connection (quota.go).
+func (r *Request) NoResponse() { r.finish(r.muteOnly()) }
 
 func (r *Request) closeConn() {
 	r.answer(&Response{Close: true})
