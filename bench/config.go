@@ -76,6 +76,10 @@ type Config struct {
 	// TLSCA alone implies TLS.
 	TLS   bool   `json:"tls,omitempty"`
 	TLSCA string `json:"tls_ca,omitempty"`
+	// BrokerMetrics is a Sluice broker's metrics HOST:PORT (its --metrics
+	// flag): the run reads the broker-side latency histograms there
+	// before and after and reports the difference (Result.BrokerLatency).
+	BrokerMetrics string `json:"broker_metrics,omitempty"`
 	// Progress is how often the live line is printed; 0 disables it.
 	Progress time.Duration `json:"-"`
 }
@@ -137,6 +141,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TxnRecords, "txn-records", c.TxnRecords, "transactional producers committing every N records (0 = not transactional)")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "connect over TLS (verified against --tls-ca, else the system's roots)")
 	fs.StringVar(&c.TLSCA, "tls-ca", c.TLSCA, "PEM file of the CA certificates to trust (implies --tls)")
+	fs.StringVar(&c.BrokerMetrics, "broker-metrics", c.BrokerMetrics, "a Sluice broker's metrics HOST:PORT: report its broker-side latency per API over the run (from /debug/latency)")
 	fs.DurationVar(&c.Progress, "progress", c.Progress, "live progress interval, 0 = quiet")
 }
 

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +183,31 @@ func TestRawPingAgainstSluice(t *testing.T) {
 	if res.ProduceErrors != 0 || res.Produce.Records < 500 || res.Produce.Bytes != 0 || res.ProduceLatency.Count != res.Produce.Records {
 		t.Fatalf("errors %d (%s), %d answered, %d bytes, %d latencies", res.ProduceErrors, res.FirstError, res.Produce.Records, res.Produce.Bytes, res.ProduceLatency.Count)
 	}
+}
+
+// TestBrokerLatencyCountsEveryProduce: --broker-metrics reports, for the
+// run alone, one broker-side latency per produce request the run wrote
+// (the in-process broker's /debug/latency served on 127.0.0.1).
+func TestBrokerLatencyCountsEveryProduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	tb := testbroker.Start(t)
+	hs := httptest.NewServer(tb.Broker.Metrics().LatencyHandler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := DefaultConfig()
+	cfg.Brokers, cfg.Topic, cfg.Mode, cfg.Consumers = []string{tb.Addr}, "smoke-broker-latency", ModeRawProduce, 0
+	cfg.RawBatchRecords, cfg.Rate, cfg.Duration, cfg.Progress = 1, 500, time.Second, 0
+	cfg.BrokerMetrics = strings.TrimPrefix(hs.URL, "http://")
+	res, err := Run(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.BrokerLatency["Produce"]
+	if res.ProduceRequests < 400 || p.Count != res.ProduceRequests {
+		t.Fatalf("%d produce requests written, %d timed by the broker", res.ProduceRequests, p.Count)
+	}
+	t.Logf("broker-side produce: p50 %.3f ms, p99 %.3f ms over %d requests", p.P50, p.P99, p.Count)
 }

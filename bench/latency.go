@@ -1,6 +1,12 @@
 package bench
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,4 +101,61 @@ func (s LatencySummary) Percentile(name string) (float64, bool) {
 		return s.Max, true
 	}
 	return 0, false
+}
+
+// BrokerLatency reads the broker-side latency histograms a Sluice broker
+// serves on its metrics address (/debug/latency: from a complete request
+// frame in the network loop to its response written, per API). A run
+// takes one reading before and one after and reports the difference.
+type BrokerLatency struct {
+	url    string
+	client http.Client
+}
+
+// NewBrokerLatency reads from the metrics listener at hostport.
+func NewBrokerLatency(hostport string) *BrokerLatency {
+	return &BrokerLatency{url: "http://" + hostport + "/debug/latency", client: http.Client{Timeout: 10 * time.Second}}
+}
+
+// Read returns the histograms so far, by API name.
+func (b *BrokerLatency) Read(ctx context.Context) (map[string]*hdrhistogram.Snapshot, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", b.url, resp.Status)
+	}
+	var out map[string]*hdrhistogram.Snapshot
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.url, err)
+	}
+	return out, nil
+}
+
+// BrokerLatencyDelta summarizes what was recorded between two readings,
+// per API; APIs with nothing new are left out. The broker records
+// microseconds, as Recorder does.
+func BrokerLatencyDelta(before, after map[string]*hdrhistogram.Snapshot) map[string]LatencySummary {
+	out := make(map[string]LatencySummary)
+	for api, a := range after {
+		counts := slices.Clone(a.Counts)
+		if b := before[api]; b != nil && len(b.Counts) == len(counts) {
+			for i, n := range b.Counts {
+				counts[i] -= n
+			}
+		}
+		d := *a
+		d.Counts = counts
+		h := hdrhistogram.Import(&d)
+		if h.TotalCount() > 0 {
+			out[api] = summarize(h)
+		}
+	}
+	return out
 }

@@ -79,6 +79,26 @@ func RunWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.BrokerMetrics == "" {
+		return runWith(ctx, cfg, progress, hooks)
+	}
+	bl := NewBrokerLatency(cfg.BrokerMetrics)
+	before, err := bl.Read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--broker-metrics: %w", err)
+	}
+	res, err := runWith(ctx, cfg, progress, hooks)
+	if res != nil {
+		after, lerr := bl.Read(context.WithoutCancel(ctx))
+		if lerr != nil {
+			return res, errors.Join(err, fmt.Errorf("--broker-metrics: %w", lerr))
+		}
+		res.BrokerLatency = BrokerLatencyDelta(before, after)
+	}
+	return res, err
+}
+
+func runWith(ctx context.Context, cfg Config, progress io.Writer, hooks Hooks) (*Result, error) {
 	r := &run{cfg: cfg, runID: rand.Uint64(), ack: NewRecorder(), e2e: NewRecorder(), commit: NewRecorder(), lag: NewRecorder(), rtt: NewRecorder(), hooks: hooks}
 	res := &Result{Config: cfg, Started: time.Now()}
 	var err error

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -37,6 +39,10 @@ type Result struct {
 	FetchRequests   int64  `json:"fetch_requests,omitempty"`
 	ProduceErrors   int64  `json:"produce_errors"`
 	FirstError      string `json:"first_error,omitempty"`
+	// BrokerLatency (--broker-metrics) is the broker's own latency over
+	// the run, by API: from a complete request frame in its network loop
+	// to the response written.
+	BrokerLatency map[string]LatencySummary `json:"broker_latency,omitempty"`
 	// ZeroCopy is filled by --zcprobe.
 	ZeroCopy *ZeroCopyReport `json:"zero_copy,omitempty"`
 }
@@ -88,6 +94,9 @@ func (r *Result) WriteText(w io.Writer) {
 	printLat("commit", r.CommitLatency)
 	printLat("send lag", r.SendLag)
 	printLat("rtt", r.RoundTrip)
+	for _, api := range slices.Sorted(maps.Keys(r.BrokerLatency)) {
+		printLat("broker "+api, r.BrokerLatency[api])
+	}
 	if r.ProduceRequests > 0 {
 		fmt.Fprintf(w, "  requests: %d produce (%.1f records each)", r.ProduceRequests, float64(r.Produce.Records)/float64(r.ProduceRequests))
 		if r.FetchRequests > 0 {

@@ -25,6 +25,9 @@ import (
 // close tells the others too (voters.go).
 type Client struct {
 	addrs []string
+	// dial opens connections to controllers (SetDialer); nil dials plain
+	// TCP.
+	dial  func(ctx context.Context, addr string) (net.Conn, error)
 	lines [lineCount]line
 	// switched holds a signal when a line reached the active controller
 	// after failing on another, or the idle heartbeat connection was
@@ -79,6 +82,30 @@ func NewClient(addrs []string) *Client {
 	c := &Client{addrs: addrs, switched: make(chan struct{}, 1), done: make(chan struct{})}
 	c.presence.conns = map[net.Conn]struct{}{}
 	return c
+}
+
+// securedDialTimeout bounds a connection through a dialer: the connect,
+// TLS handshake and SASL login.
+const securedDialTimeout = 3 * time.Second
+
+// SetDialer makes the client open its connections with dial (TLS and SASL
+// on a secured controller listener). Call it before the client is used.
+func (c *Client) SetDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) {
+	c.dial = dial
+}
+
+// dialController opens a connection to addr within a second, or three
+// with a dialer (a TLS handshake and a SASL login follow the connect).
+func (c *Client) dialController(ctx context.Context, addr string) (net.Conn, error) {
+	if c.dial != nil {
+		ctx, cancel := context.WithTimeout(ctx, securedDialTimeout)
+		defer cancel()
+		return c.dial(ctx, addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // Close closes every connection.
@@ -290,8 +317,7 @@ func (c *Client) presenceLoop(addr string, id int32) {
 // holdPresence dials addr, says who this is and waits for the connection
 // to end; it returns how long the connection was up.
 func (c *Client) holdPresence(addr string, id int32) time.Duration {
-	d := net.Dialer{Timeout: time.Second}
-	conn, err := d.Dial("tcp", addr)
+	conn, err := c.dialController(context.Background(), addr)
 	if err != nil {
 		return 0
 	}
@@ -318,8 +344,7 @@ func (c *Client) holdPresence(addr string, id int32) time.Duration {
 // the correlation id.
 func (l *line) roundTrip(ctx context.Context, c *Client, key, version int16, flexible bool, body []byte) ([]byte, error) {
 	if l.conn == nil {
-		d := net.Dialer{Timeout: time.Second}
-		conn, err := d.DialContext(ctx, "tcp", c.addrs[l.next])
+		conn, err := c.dialController(ctx, c.addrs[l.next])
 		if err != nil {
 			return nil, err
 		}

@@ -43,8 +43,15 @@ type ServiceConfig struct {
 	ClusterID string
 	// Voters maps every voter's node id to its CONTROLLER listener.
 	Voters map[int32]string
-	// Listener is this node's bound CONTROLLER listener.
+	// Listener is this node's bound CONTROLLER listener; on a secured
+	// one it hands out connections already authenticated.
 	Listener net.Listener
+	// Dial opens raft connections to the other voters' CONTROLLER
+	// listeners, TLS and SASL done as they ask; nil dials plain TCP.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Bootstrap are records committed with the cluster record when the
+	// metadata log is new (sluice format --add-scram).
+	Bootstrap []metadata.Record
 	// Dir holds the raft log and snapshots (<data-dir>/__cluster_metadata).
 	Dir string
 	// Decide configures the decisions.
@@ -124,6 +131,7 @@ func StartService(cfg ServiceConfig) (*Service, error) {
 	s.tr = quorum.NewTCPTransportOn(uint64(cfg.NodeID), cfg.ClusterID, s.raftLn, s.log,
 		func(m *pb.Message) { s.runner.Deliver(m) },
 		func(to uint64, u, sf bool) { s.runner.Report(to, u, sf) })
+	s.tr.SetDialer(cfg.Dial)
 	var voters []uint64
 	for id, addr := range cfg.Voters {
 		voters = append(voters, uint64(id))
@@ -257,7 +265,7 @@ func (s *Service) leaderChanged(a *active, leader uint64) *active {
 	a = &active{s: s, ctrl: New(s.cfg.Decide), lastRebalance: time.Now()}
 	s.suspectLostVoters(a)
 	if s.store.Image().ClusterID() == "" {
-		if err := a.commit([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}); err != nil {
+		if err := a.commit(append([]metadata.Record{metadata.ClusterRecord{ClusterID: s.cfg.ClusterID}}, s.cfg.Bootstrap...)); err != nil {
 			s.log.Warn("cannot record the cluster id", "err", err)
 			return nil
 		}

@@ -373,10 +373,12 @@ func checkPosition(fp *fetchPart, p *Partition) int16 {
 }
 
 // park waits for more data. The logs' regions are not kept: the fetch is
-// read again when it is answered.
+// read again when it is answered. Parking allocates nothing for up to
+// maxParkedInline partitions (the waiter is pooled, fetch_purgatory.go).
 func (f *fetch) park(readable int64) {
-	parts := make([]*Partition, 0, len(f.parts))
-	ends := make([]int64, 0, len(f.parts))
+	var partsBuf [maxParkedInline]*Partition
+	var endsBuf [maxParkedInline]int64
+	parts, ends := partsBuf[:0], endsBuf[:0]
 	for i := range f.parts {
 		fp := &f.parts[i]
 		fp.records = storage.Region{}
@@ -386,14 +388,15 @@ func (f *fetch) park(readable int64) {
 		}
 	}
 	iso := f.isolation
-	w, ok := f.b.waiters.park(parts, readable, f.minBytes, f.isolation, f.wait, f.answerLater)
+	w, ok := f.b.waiters.parkPooled(parts, readable, f.minBytes, f.isolation, f.wait, f)
 	if !ok {
-		f.answerLater()
+		f.answerParked()
 		return
 	}
 	// An append between our read and the registration woke no one; look
 	// for one now. f belongs to the waiter from here on: only parts,
-	// ends and iso, which the answer does not touch, may be read.
+	// ends and iso, which the answer does not touch, may be read, and w
+	// completes nothing once the waiter has moved on.
 	for i, p := range parts {
 		if p.fetchableOffset(iso) != ends[i] {
 			w.complete()
@@ -402,8 +405,13 @@ func (f *fetch) park(readable int64) {
 	}
 }
 
-// answerLater answers a parked fetch with a fresh read of every partition.
-func (f *fetch) answerLater() {
+// maxParkedInline is how many partitions a parking fetch lists on the
+// stack.
+const maxParkedInline = 16
+
+// answerParked answers a parked fetch with a fresh read of every
+// partition (parkedAnswer).
+func (f *fetch) answerParked() {
 	f.read()
 	f.respond()
 }

@@ -43,7 +43,7 @@ func (b *Broker) handleCreateTopics(r *Request) {
 	}
 	for i := range req.Topics {
 		if rt := &req.Topics[i]; count[rt.Topic] == 1 {
-			resp.Topics = append(resp.Topics, b.createTopic(rt, req.ValidateOnly))
+			resp.Topics = append(resp.Topics, b.createTopic(rt, req.ValidateOnly, r.admitMutation))
 		}
 	}
 	for _, name := range duplicates(count) {
@@ -67,10 +67,16 @@ func duplicates(count map[string]int) []string {
 	return out
 }
 
-func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) kmsg.CreateTopicsResponseTopic {
+// createTopic creates one topic of a request; admit counts its
+// partitions against the controller mutation quota once it has passed its
+// checks, or refuses it (quota.go).
+func (b *Broker) createTopic(rt *kmsg.CreateTopicsRequestTopic, validateOnly bool, admit func(int32) error) kmsg.CreateTopicsResponseTopic {
 	st := kmsg.NewCreateTopicsResponseTopic()
 	st.Topic = rt.Topic
 	partitions, overrides, err := b.checkNewTopic(rt)
+	if err == nil && !validateOnly {
+		err = admit(partitions)
+	}
 	var t *Topic
 	switch {
 	case err == nil && b.cluster != nil:

@@ -58,7 +58,7 @@ func (b *Broker) handleDeleteTopics(r *Request) {
 		if ref.name != nil && names[*ref.name] > 1 || ref.name == nil && ids[ref.id] > 1 {
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.deleteTopic(ref))
+		resp.Topics = append(resp.Topics, b.deleteTopic(ref, r.admitMutation))
 	}
 	resp.Topics = appendDuplicateDeletes(resp.Topics, names, ids)
 	r.Respond(resp)
@@ -92,7 +92,9 @@ func appendDuplicateDeletes(out []kmsg.DeleteTopicsResponseTopic, names map[stri
 	return out
 }
 
-func (b *Broker) deleteTopic(ref deleteRef) kmsg.DeleteTopicsResponseTopic {
+// deleteTopic deletes one topic of a request; admit counts its partitions
+// against the controller mutation quota, or refuses it (quota.go).
+func (b *Broker) deleteTopic(ref deleteRef, admit func(int32) error) kmsg.DeleteTopicsResponseTopic {
 	zero := [16]byte{}
 	switch {
 	case ref.name != nil && ref.id != zero:
@@ -106,6 +108,9 @@ func (b *Broker) deleteTopic(ref deleteRef) kmsg.DeleteTopicsResponseTopic {
 	}
 	if t == nil {
 		return deleteResult(ref.name, zero, kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Description)
+	}
+	if err := admit(int32(len(t.Partitions()))); err != nil {
+		return deleteResult(&t.Name, t.ID, ErrorCode(err), err.Error())
 	}
 	if err := b.DeleteTopic(t.Name); err != nil {
 		return deleteResult(&t.Name, t.ID, ErrorCode(err), err.Error())

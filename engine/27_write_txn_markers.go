@@ -10,8 +10,9 @@ package engine
 // watermark passes its marker. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
 // NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS (the ISR did not take it in
 // time), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than
-// the producer's last marker here), INVALID_PRODUCER_EPOCH. v2's
-// TransactionVersion is not needed: the marker is the same. Kafka
+// the producer's last marker here), INVALID_PRODUCER_EPOCH (older than the
+// producer's epoch here; with v2's TransactionVersion 2, not newer than an
+// open transaction's: a late marker of the transaction before). Kafka
 // requires CLUSTER_ACTION; without ACLs any client may send it.
 
 import "github.com/twmb/franz-go/pkg/kmsg"
@@ -30,7 +31,7 @@ func (b *Broker) handleWriteTxnMarkers(r *Request) {
 			for _, p := range t.Partitions {
 				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				rp.Partition = p
-				rp.ErrorCode = b.writeLocalMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, t.Topic, p)
+				rp.ErrorCode = b.writeLocalMarker(m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed, m.TransactionVersion, t.Topic, p)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			rm.Topics = append(rm.Topics, rt)

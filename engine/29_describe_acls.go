@@ -7,10 +7,8 @@ package engine
 // does (security/acl.Filter: ANY codes and null strings match all, MATCH
 // selects every pattern that applies to a name); the answer groups them
 // by resource pattern. An UNKNOWN code in the filter is INVALID_REQUEST.
-// Served whether or not an authorizer is configured, as Kafka's brokers
-// do only with one (without, Kafka answers SECURITY_DISABLED): Sluice
-// keeps ACLs in the image either way, so they can be set up before
-// authorizer.class.name is turned on.
+// Without an authorizer (authorizer.class.name unset) the answer is
+// SECURITY_DISABLED, as Kafka's: there are no ACLs to speak of.
 
 import (
 	"cmp"
@@ -26,6 +24,9 @@ import (
 
 func init() { register(kmsg.DescribeACLs, 0, 3, (*Broker).handleDescribeACLs) }
 
+// noAuthorizer is the message of the ACL APIs' SECURITY_DISABLED.
+const noAuthorizer = "No Authorizer is configured."
+
 func (b *Broker) handleDescribeACLs(r *Request) {
 	req := r.Msg.(*kmsg.DescribeACLsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
@@ -33,6 +34,8 @@ func (b *Broker) handleDescribeACLs(r *Request) {
 		PatternType: acl.PatternType(req.ResourcePatternType), Principal: req.Principal, Host: req.Host,
 		Operation: acl.Operation(req.Operation), Permission: acl.Permission(req.PermissionType)}
 	switch err := f.Validate(); {
+	case b.authorizer() == nil:
+		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
 	case !r.allowedCluster(acl.OpDescribe):
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case err != nil:

@@ -11,7 +11,8 @@ package engine
 // succeeds without a new record, as in Kafka. v0 has no pattern type:
 // LITERAL. In a cluster the request is forwarded to the active controller
 // (controller.CreateACLs decides in both cases) and answered once this
-// broker's image has the new ACLs.
+// broker's image has the new ACLs. Without an authorizer every creation
+// answers SECURITY_DISABLED and nothing is written, as in Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,6 +34,16 @@ func (b *Broker) handleCreateACLs(r *Request) {
 				out.Results[i].ErrorCode = code
 			}
 		}
+	}
+	if b.authorizer() == nil {
+		resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+		for range req.Creations {
+			res := kmsg.NewCreateACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
+			resp.Results = append(resp.Results, res)
+		}
+		r.Respond(resp)
+		return
 	}
 	if !r.allowedCluster(acl.OpAlter) {
 		_, resp := controller.CreateACLs(metadata.Image{}, req, controller.NewACLID)

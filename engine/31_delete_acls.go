@@ -9,6 +9,8 @@ package engine
 // INVALID_REQUEST for that filter. In a cluster the request is forwarded
 // to the active controller (controller.DeleteACLs decides in both cases)
 // and answered once this broker's image has lost the matched ACLs.
+// Without an authorizer every filter answers SECURITY_DISABLED, as in
+// Kafka.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +32,16 @@ func (b *Broker) handleDeleteACLs(r *Request) {
 				out.Results[i].ErrorCode, out.Results[i].MatchingACLs = code, nil
 			}
 		}
+	}
+	if b.authorizer() == nil {
+		resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+		for range req.Filters {
+			res := kmsg.NewDeleteACLsResponseResult()
+			res.ErrorCode, res.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(noAuthorizer)
+			resp.Results = append(resp.Results, res)
+		}
+		r.Respond(resp)
+		return
 	}
 	if !r.allowedCluster(acl.OpAlter) {
 		_, resp := controller.DeleteACLs(metadata.Image{}, req)

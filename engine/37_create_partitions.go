@@ -38,7 +38,7 @@ func (b *Broker) handleCreatePartitions(r *Request) {
 		if count[rt.Topic] > 1 {
 			continue
 		}
-		resp.Topics = append(resp.Topics, createPartitionsResult(rt.Topic, b.createPartitions(rt, req.ValidateOnly)))
+		resp.Topics = append(resp.Topics, createPartitionsResult(rt.Topic, b.createPartitions(rt, req.ValidateOnly, r.admitMutation)))
 	}
 	for _, name := range duplicates(count) {
 		resp.Topics = append(resp.Topics, createPartitionsResult(name, topicErr(kerr.InvalidRequest, "Duplicate topic in request.")))
@@ -46,7 +46,10 @@ func (b *Broker) handleCreatePartitions(r *Request) {
 	r.Respond(resp)
 }
 
-func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool) error {
+// createPartitions adds one topic's partitions; admit counts them against
+// the controller mutation quota once the increase is valid, or refuses
+// them (quota.go).
+func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validateOnly bool, admit func(int32) error) error {
 	t := b.Topic(rt.Topic)
 	if t == nil {
 		return topicErr(kerr.UnknownTopicOrPartition, "%s", kerr.UnknownTopicOrPartition.Description)
@@ -60,6 +63,11 @@ func (b *Broker) createPartitions(rt *kmsg.CreatePartitionsRequestTopic, validat
 		return topicErr(kerr.InvalidPartitions, "Topic already has %d partition(s).", have)
 	case rt.Count < have:
 		return topicErr(kerr.InvalidPartitions, "The topic %s currently has %d partition(s); %d would not be an increase.", rt.Topic, have, rt.Count)
+	}
+	if !validateOnly {
+		if err := admit(rt.Count - have); err != nil {
+			return err
+		}
 	}
 	if b.cluster != nil {
 		// The controller checks a manual assignment against the brokers.

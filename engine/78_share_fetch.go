@@ -235,6 +235,9 @@ func (f *shareFetch) respond() {
 		f.resp.Topics[i].Partitions = append(f.resp.Topics[i].Partitions, *p)
 	}
 	f.resp.SetVersion(f.r.Version)
+	if f.r.authz.post != nil {
+		f.r.authz.post(f.resp) // authz_apis.go: the denied topics' partitions
+	}
 	w := f.r.beginResponse(true)
 	encodeShareFetch(w, f.resp, f.regions) // copies f.bufs' records: free after
 	f.r.finish(w.finish())

@@ -74,12 +74,13 @@ func init() {
 		kmsg.AlterUserSCRAMCredentials:    authorizeAlterScram,
 		kmsg.ListTransactions:             authorizeListTransactions,
 		// Share groups (KIP-932): the group's operation; a topic the
-		// principal may not use refuses the whole request (Kafka answers
-		// per partition; ShareFetch's answer is encoded by hand).
+		// principal may not read is taken out of ShareFetch and
+		// ShareAcknowledge (out of the share session too) and its
+		// partitions answered TOPIC_AUTHORIZATION_FAILED, as Kafka does.
 		kmsg.ShareGroupHeartbeat:        all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicNames("SubscribedTopicNames", acl.OpDescribe)),
 		kmsg.ShareGroupDescribe:         postResources(group, acl.OpDescribe, "Groups", "GroupID", groupCode),
-		kmsg.ShareFetch:                 all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicIDs(acl.OpRead)),
-		kmsg.ShareAcknowledge:           all(wholeGroup(acl.OpRead, "GroupID", groupCode), wholeTopicIDs(acl.OpRead)),
+		kmsg.ShareFetch:                 all(wholeGroup(acl.OpRead, "GroupID", groupCode), filterTopicIDs(acl.OpRead)),
+		kmsg.ShareAcknowledge:           all(wholeGroup(acl.OpRead, "GroupID", groupCode), filterTopicIDs(acl.OpRead)),
 		kmsg.InitializeShareGroupState:  wholeCluster(acl.OpClusterAction),
 		kmsg.ReadShareGroupState:        wholeCluster(acl.OpClusterAction),
 		kmsg.WriteShareGroupState:       wholeCluster(acl.OpClusterAction),
@@ -220,19 +221,21 @@ func wholeTopicNames(name string, op acl.Operation) authzRule {
 	}
 }
 
-// wholeTopicIDs requires op on every topic the request's Topics name by
-// id (an unknown id is left to the handler), else
-// TOPIC_AUTHORIZATION_FAILED for the request.
-func wholeTopicIDs(op acl.Operation) authzRule {
+// filterTopicIDs takes the topics (named by id) the principal may not op
+// out of the request's Topics and answers their partitions
+// TOPIC_AUTHORIZATION_FAILED after the handler. An id the image does not
+// know stays, for the handler to answer.
+func filterTopicIDs(op acl.Operation) authzRule {
 	return func(r *Request) bool {
-		topics := field(reflect.ValueOf(r.Msg), "Topics")
 		img := r.broker.image()
-		for i := 0; topics.IsValid() && i < topics.Len(); i++ {
-			var id [16]byte
-			reflect.ValueOf(&id).Elem().Set(field(topics.Index(i), "TopicID"))
-			if ti := img.TopicByID(id); ti != nil && !r.allowed(op, acl.ResourceTopic, ti.Name) {
-				return answerWhole(r, kerr.TopicAuthorizationFailed.Code)
-			}
+		topics := field(reflect.ValueOf(r.Msg), "Topics")
+		denied := r.filterList(topics, func(t reflect.Value) (bool, deniedTopic) {
+			d := deniedTopicOf(t, "Partitions")
+			ti := img.TopicByID(d.id)
+			return ti == nil || r.allowed(op, acl.ResourceTopic, ti.Name), d
+		})
+		if len(denied) > 0 {
+			r.addPost(func(resp kmsg.Response) { appendDenied(resp, denied, "Partitions", kerr.TopicAuthorizationFailed.Code) })
 		}
 		return true
 	}
@@ -285,7 +288,9 @@ func appendDenied(resp kmsg.Response, denied []deniedTopic, partsField string, c
 	topics := field(reflect.ValueOf(resp), "Topics")
 	for _, d := range denied {
 		t := newElem(topics.Type().Elem())
-		setStr(field(t.Addr(), "Topic"), d.name)
+		if name := field(t.Addr(), "Topic"); name.IsValid() { // ShareFetch's topics have ids alone
+			setStr(name, d.name)
+		}
 		if id := field(t.Addr(), "TopicID"); id.IsValid() {
 			id.Set(reflect.ValueOf(d.id))
 		}

@@ -318,3 +318,104 @@ func TestAuthzAuthorizedOperations(t *testing.T) {
 		t.Fatalf("DescribeCluster operations %b", resp.ClusterAuthorizedOperations)
 	}
 }
+
+// TestACLAPIsSecurityDisabledWithoutAuthorizer: with no
+// authorizer.class.name, DescribeAcls, CreateAcls and DeleteAcls answer
+// SECURITY_DISABLED, as Kafka's brokers do, and no ACL is written.
+func TestACLAPIsSecurityDisabledWithoutAuthorizer(t *testing.T) {
+	tb := testbroker.Start(t)
+	cl := tb.Client(t)
+	adm := kadm.NewClient(cl)
+	b := kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("orders").
+		ResourcePatternType(kadm.ACLPatternLiteral).Operations(kadm.OpRead)
+	created, err := adm.CreateACLs(adminCtx(t), b)
+	if err != nil || len(created) != 1 || !errors.Is(created[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("CreateAcls: %v %+v, want SECURITY_DISABLED", err, created)
+	}
+	d := kmsg.NewPtrDescribeACLsRequest()
+	d.ResourceType, d.ResourcePatternType, d.Operation, d.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if resp := request[*kmsg.DescribeACLsResponse](t, cl, d); resp.ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("DescribeAcls answered %d, want SECURITY_DISABLED", resp.ErrorCode)
+	}
+	deleted, err := adm.DeleteACLs(adminCtx(t), b)
+	if err != nil || len(deleted) != 1 || !errors.Is(deleted[0].Err, kerr.SecurityDisabled) {
+		t.Fatalf("DeleteAcls: %v %+v, want SECURITY_DISABLED", err, deleted)
+	}
+	if n := tb.Broker.ACLCount(); n != 0 {
+		t.Fatalf("%d ACLs written without an authorizer", n)
+	}
+}
+
+// TestShareFetchAndAcknowledgeRefuseOnlyDeniedTopics: a ShareFetch and a
+// ShareAcknowledge naming a topic the member may read and one it may not
+// answer the second's partitions TOPIC_AUTHORIZATION_FAILED and serve the
+// first (records acquired, then acknowledged), as Kafka does, instead of
+// refusing the whole request.
+func TestShareFetchAndAcknowledgeRefuseOnlyDeniedTopics(t *testing.T) {
+	tb, adm := startSecured(t, func(c *engine.Config) { c.ShareStateTopicPartitions = 2 })
+	addACLs(t, adm, kadm.NewACLs().Allow("User:reader").Topics("orders").Groups("sg").Operations(kadm.OpRead).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	admin := tb.Client(t, kgo.ClientID("admin"))
+	setGroupConfig(t, admin, "sg", map[string]string{"share.auto.offset.reset": "earliest"})
+	for _, topic := range []string{"orders", "secret"} {
+		if err := admin.ProduceSync(adminCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orders, secret := tb.Broker.Topic("orders").ID, tb.Broker.Topic("secret").ID
+	reader := tb.Client(t, kgo.ClientID("reader"), kgo.RequestRetries(0))
+
+	fetch := kmsg.NewPtrShareFetchRequest()
+	fetch.GroupID, fetch.MemberID, fetch.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("m1"), 0
+	fetch.MaxRecords, fetch.MaxBytes, fetch.MaxWaitMillis = 100, 1<<20, 2000
+	for _, id := range [][16]byte{orders, secret} {
+		fetch.Topics = append(fetch.Topics, kmsg.ShareFetchRequestTopic{TopicID: id,
+			Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}, {Partition: 1}}})
+	}
+	fr := request[*kmsg.ShareFetchResponse](t, reader, fetch)
+	if fr.ErrorCode != 0 {
+		t.Fatalf("ShareFetch refused whole: %d", fr.ErrorCode)
+	}
+	acquired, denied, acquiredFrom := 0, 0, int32(-1)
+	for _, tp := range fr.Topics {
+		for _, p := range tp.Partitions {
+			switch {
+			case tp.TopicID == secret && p.ErrorCode == kerr.TopicAuthorizationFailed.Code:
+				denied++
+			case tp.TopicID == orders && p.ErrorCode == 0:
+				for _, a := range p.AcquiredRecords {
+					acquired += int(a.LastOffset - a.FirstOffset + 1)
+					acquiredFrom = p.Partition
+				}
+			default:
+				t.Fatalf("ShareFetch partition %x/%d answered %d", tp.TopicID[:4], p.Partition, p.ErrorCode)
+			}
+		}
+	}
+	if acquired != 1 || denied != 2 {
+		t.Fatalf("acquired %d records of orders (want 1), %d secret partitions denied (want 2)", acquired, denied)
+	}
+
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("m1"), 1
+	for _, id := range [][16]byte{orders, secret} {
+		ack.Topics = append(ack.Topics, kmsg.ShareAcknowledgeRequestTopic{TopicID: id, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: acquiredFrom,
+			AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{1}}}}}})
+	}
+	ar := request[*kmsg.ShareAcknowledgeResponse](t, reader, ack)
+	if ar.ErrorCode != 0 {
+		t.Fatalf("ShareAcknowledge refused whole: %d", ar.ErrorCode)
+	}
+	for _, tp := range ar.Topics {
+		want := int16(0)
+		if tp.TopicID == secret {
+			want = kerr.TopicAuthorizationFailed.Code
+		}
+		if len(tp.Partitions) != 1 || tp.Partitions[0].ErrorCode != want {
+			t.Fatalf("ShareAcknowledge of %x: %+v, want code %d", tp.TopicID[:4], tp.Partitions, want)
+		}
+	}
+	if len(ar.Topics) != 2 {
+		t.Fatalf("ShareAcknowledge answered %d topics", len(ar.Topics))
+	}
+}

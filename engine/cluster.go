@@ -366,8 +366,8 @@ func brokerEndpoint(img metadata.Image, id int32) (host string, port int32, ok b
 	return brokerEndpointFor(img, id, "")
 }
 
-// BrokerAddr is host:port of broker id's PLAINTEXT listener (the inter
-// broker listener), for the replication fetchers.
+// BrokerAddr is host:port of broker id's inter-broker listener (its first
+// registered endpoint), for the replica fetchers and transaction peers.
 func (b *Broker) BrokerAddr(id int32) (string, bool) {
 	if b.cluster == nil {
 		if id == b.cfg.NodeID {

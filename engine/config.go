@@ -74,24 +74,25 @@ type Config struct {
 	TxnVersion                int32         // sluice.transaction.version: the transaction.version feature level (1 or 2)
 
 	// The cluster (cluster.go). ClusterMode reports whether it is one.
-	ProcessRoles                  string        // process.roles: broker, controller or both
-	QuorumVoters                  string        // controller.quorum.voters: id@host:port,...
-	QuorumBootstrapServers        string        // controller.quorum.bootstrap.servers
-	ControllerListenerName        string        // controller.listener.names
-	ControllerListen              string        // host:port of the controller listener in listeners
-	InterBrokerListenerName       string        // inter.broker.listener.name
-	BrokerRack                    string        // broker.rack; "" when unset
-	ReplicaSelectorClass          string        // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
-	DefaultReplicationFactor      int32         // default.replication.factor
-	MinInsyncReplicas             int32         // min.insync.replicas
-	OffsetsTopicReplicationFactor int32         // offsets.topic.replication.factor
-	UncleanLeaderElection         bool          // unclean.leader.election.enable
-	AutoLeaderRebalance           bool          // auto.leader.rebalance.enable
-	LeaderImbalanceCheckSeconds   int64         // leader.imbalance.check.interval.seconds
-	LeaderImbalancePercent        int32         // leader.imbalance.per.broker.percentage
-	BrokerHeartbeatInterval       time.Duration // broker.heartbeat.interval.ms
-	BrokerSessionTimeout          time.Duration // broker.session.timeout.ms
-	ReplicaLagTimeMax             time.Duration // replica.lag.time.max.ms
+	ProcessRoles                  string              // process.roles: broker, controller or both
+	QuorumVoters                  string              // controller.quorum.voters: id@host:port,...
+	QuorumBootstrapServers        string              // controller.quorum.bootstrap.servers
+	ControllerListenerName        string              // controller.listener.names
+	ControllerListen              string              // host:port of the controller listener in listeners
+	InterBrokerListenerName       string              // inter.broker.listener.name
+	InterBroker                   InterBrokerSecurity // how nodes reach each other (listeners.go)
+	BrokerRack                    string              // broker.rack; "" when unset
+	ReplicaSelectorClass          string              // replica.selector.class: Kafka's RackAwareReplicaSelector turns on KIP-392 follower fetching
+	DefaultReplicationFactor      int32               // default.replication.factor
+	MinInsyncReplicas             int32               // min.insync.replicas
+	OffsetsTopicReplicationFactor int32               // offsets.topic.replication.factor
+	UncleanLeaderElection         bool                // unclean.leader.election.enable
+	AutoLeaderRebalance           bool                // auto.leader.rebalance.enable
+	LeaderImbalanceCheckSeconds   int64               // leader.imbalance.check.interval.seconds
+	LeaderImbalancePercent        int32               // leader.imbalance.per.broker.percentage
+	BrokerHeartbeatInterval       time.Duration       // broker.heartbeat.interval.ms
+	BrokerSessionTimeout          time.Duration       // broker.session.timeout.ms
+	ReplicaLagTimeMax             time.Duration       // replica.lag.time.max.ms
 
 	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
 	// are leader.replication.throttled.rate and

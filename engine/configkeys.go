@@ -274,7 +274,7 @@ var configKeys = append([]configKey{
 		field: func(c *Config) any { return &c.QuorumBootstrapServers }},
 	{name: "controller.listener.names", typ: typeString, def: "CONTROLLER", doc: "name of the controller listener in listeners",
 		get: func(c *Config) string { return c.ControllerListenerName }, set: setControllerListenerNames},
-	{name: "inter.broker.listener.name", typ: typeString, def: "PLAINTEXT", doc: "listener the broker registers under and followers fetch from (a PLAINTEXT one)",
+	{name: "inter.broker.listener.name", typ: typeString, def: "PLAINTEXT", doc: "listener the broker registers under and other brokers reach it on (replica fetchers, transaction markers); any security protocol",
 		get: func(c *Config) string { return c.InterBrokerListenerName }, set: setInterBrokerListener},
 	{name: "broker.rack", typ: typeString, doc: "rack of this broker, for rack-aware replica placement",
 		field: func(c *Config) any { return &c.BrokerRack }},

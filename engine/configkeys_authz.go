@@ -1,7 +1,8 @@
 package engine
 
-// The rows of the config table for authorization, client quotas and
-// connection limits, with Kafka's names and defaults.
+// The rows of the config table for authorization, client quotas,
+// connection limits and the security of the links between nodes, with
+// Kafka's names and defaults.
 
 func authzKeys() []configKey {
 	return []configKey{
@@ -20,6 +21,15 @@ func authzKeys() []configKey {
 			doc: "per-address limits, host:count,host:count", field: func(c *Config) any { return &c.Authz.MaxConnectionsPerIPOver }},
 		{name: "max.connection.creation.rate", typ: typeInt, def: "2147483647", min: 0, max: maxInt32, scope: clusterWide, restartOnly: true,
 			doc: "new connections accepted per second; more are delayed", field: func(c *Config) any { return &c.Authz.MaxConnectionCreateRate }},
+		{name: "security.inter.broker.protocol", typ: typeString, oneOf: []string{ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL},
+			doc: "the inter-broker listener by its security protocol (the listener of that name); set this or inter.broker.listener.name, not both",
+			get: func(c *Config) string { return c.InterBroker.Protocol }, set: setInterBrokerProtocol},
+		{name: "sasl.mechanism.inter.broker.protocol", typ: typeString, def: "GSSAPI", scope: perBroker, restartOnly: true,
+			doc:   "mechanism brokers log in to each other's SASL inter-broker listener with (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; GSSAPI is Kafka's default and not supported), as the username and password of that listener's <mechanism>.sasl.jaas.config",
+			field: func(c *Config) any { return &c.InterBroker.SASLMechanism }},
+		{name: "sasl.mechanism.controller.protocol", typ: typeString, def: "GSSAPI",
+			doc:   "mechanism brokers and controllers log in to a SASL controller listener with (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), as the username and password of that listener's <mechanism>.sasl.jaas.config",
+			field: func(c *Config) any { return &c.InterBroker.ControllerSASLMechanism }},
 		{name: "quota.window.num", typ: typeInt, def: "11", min: 1, max: maxInt32, doc: "samples a client quota's rate is measured over",
 			field: func(c *Config) any { return &c.Authz.QuotaWindowNum }},
 		{name: "quota.window.size.seconds", typ: typeInt, def: "1", min: 1, max: maxInt32, doc: "length of one quota sample",

@@ -29,6 +29,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		// nothing of a single node.
 		LeaderImbalanceCheckSeconds: 300, LeaderImbalancePercent: 10,
 		ProcessRoles: "broker,controller", ControllerListenerName: "CONTROLLER", InterBrokerListenerName: "PLAINTEXT",
+		InterBroker:              InterBrokerSecurity{SASLMechanism: "GSSAPI", ControllerSASLMechanism: "GSSAPI"},
 		DefaultReplicationFactor: 1, MinInsyncReplicas: 1, OffsetsTopicReplicationFactor: 1, AutoLeaderRebalance: true,
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,

@@ -18,5 +18,5 @@ func AppendBatchForTest(p *Partition, batch []byte) (storage.AppendResult, error
 
 // WriteTxnMarkerForTest is p.writeTxnMarker.
 func WriteTxnMarkerForTest(p *Partition, pid int64, epoch int16, coordinatorEpoch int32, commit bool) error {
-	return p.writeTxnMarker(pid, epoch, coordinatorEpoch, commit, 0)
+	return p.writeTxnMarker(pid, epoch, coordinatorEpoch, commit, 0, 0)
 }

@@ -77,7 +77,11 @@ func (b *Broker) bootstrapMetadata(store *metadata.FileStore) (metadata.Image, e
 	img := store.Image()
 	switch img.ClusterID() {
 	case "":
-		return store.Append(metadata.ClusterRecord{ClusterID: b.clusterID})
+		boot, err := metadata.ReadBootstrap(b.cfg.DataDir) // sluice format --add-scram
+		if err != nil {
+			return img, err
+		}
+		return store.Append(append([]metadata.Record{metadata.ClusterRecord{ClusterID: b.clusterID}}, boot...)...)
 	case b.clusterID:
 		return img, nil
 	}

@@ -9,8 +9,18 @@ package engine
 // advertised.listeners gives, per name, the address clients are told; a
 // listener without one advertises its own. Config.Listen and
 // Config.Advertise are the primary listener's (inter.broker.listener.name,
-// else the first): the address the broker registers under and replicas
-// fetch from, which flags may override.
+// or the listener security.inter.broker.protocol names, else the first):
+// the address the broker registers under and other brokers reach it on,
+// which flags may override.
+//
+// Nodes reach each other over the inter-broker listener (replica
+// fetchers, transaction markers) and the controller listener (raft, the
+// brokers' registration, heartbeats and metadata), each with whatever
+// security protocol it has: Config.InterBroker.Dial and ControllerDial,
+// which internal/server builds from that listener's ssl.* keys and
+// sasl.mechanism.inter.broker.protocol / sasl.mechanism.controller.protocol
+// with the username and password of the listener's JAAS config, as
+// Kafka's brokers log in to each other.
 //
 // The ssl.*, sasl.* and listener.name.<listener>.* keys (and
 // connections.max.reauth.ms) are kept as given in Config.Security for
@@ -18,10 +28,13 @@ package engine
 // engine only passes them on.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -45,6 +58,35 @@ func ProtocolCode(p string) int16 {
 		return c
 	}
 	return -1
+}
+
+// InterBrokerSecurity is how nodes log in to each other.
+type InterBrokerSecurity struct {
+	Protocol                string // security.inter.broker.protocol; "" when unset
+	SASLMechanism           string // sasl.mechanism.inter.broker.protocol
+	ControllerSASLMechanism string // sasl.mechanism.controller.protocol
+	// Dial opens a connection to another broker's inter-broker listener,
+	// TLS and SASL done as that listener asks; internal/server sets it
+	// (nil dials plain TCP). The replica fetchers and the transaction
+	// coordinator's peers dial through it.
+	Dial DialFunc
+	// ClientOpts give the franz-go clients the broker makes of other
+	// brokers (the share persister) the same TLS and SASL as Dial.
+	ClientOpts []kgo.Opt
+}
+
+// DialFunc opens an authenticated connection to addr.
+type DialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// dialPeer opens a connection to another broker within timeout, through
+// dial (the one inter-broker dialer) or, without one, plain TCP.
+func dialPeer(dial DialFunc, addr string, timeout time.Duration) (net.Conn, error) {
+	if dial == nil {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return dial(ctx, addr)
 }
 
 // Listener is one broker listener.
@@ -194,7 +236,7 @@ func (c *Config) splitListeners() error {
 // the first's (-1 when there is none).
 func (c *Config) primaryIndex() int {
 	for i, l := range c.Listeners {
-		if l.Name == strings.ToUpper(c.InterBrokerListenerName) {
+		if l.Name == c.InterBrokerName() {
 			return i
 		}
 	}
@@ -220,6 +262,20 @@ func setProtocolMap(c *Config, v string) error {
 	}
 	c.ProtocolMap, c.protocolMapRaw = m, v
 	return nil
+}
+
+// InterBrokerName is the inter-broker listener's name:
+// security.inter.broker.protocol when set, else inter.broker.listener.name.
+func (c *Config) InterBrokerName() string {
+	if c.InterBroker.Protocol != "" {
+		return c.InterBroker.Protocol
+	}
+	return strings.ToUpper(c.InterBrokerListenerName)
+}
+
+func setInterBrokerProtocol(c *Config, v string) error {
+	c.InterBroker.Protocol = strings.ToUpper(strings.TrimSpace(v))
+	return c.splitListeners()
 }
 
 func setInterBrokerListener(c *Config, v string) error {
@@ -261,18 +317,40 @@ func (c *Config) BrokerListeners() ([]Listener, error) {
 		}
 		ls[i].Protocol = proto
 	}
-	if v := c.Security["security.inter.broker.protocol"]; v != "" && !strings.EqualFold(v, ProtocolPlaintext) {
-		return nil, fmt.Errorf("security.inter.broker.protocol=%s: brokers talk to each other in PLAINTEXT only", v)
+	if ib := strings.ToUpper(c.InterBrokerListenerName); c.InterBroker.Protocol != "" && ib != ProtocolPlaintext && ib != c.InterBroker.Protocol {
+		return nil, fmt.Errorf("set only one of inter.broker.listener.name (%s) and security.inter.broker.protocol (%s)", ib, c.InterBroker.Protocol)
 	}
-	if c.ClusterMode() {
-		if ls[p].Name != strings.ToUpper(c.InterBrokerListenerName) && len(ls) > 1 {
-			return nil, fmt.Errorf("inter.broker.listener.name=%s names no listener", c.InterBrokerListenerName)
-		}
-		if ls[p].Protocol != ProtocolPlaintext {
-			return nil, fmt.Errorf("the inter-broker listener %s must be PLAINTEXT: replica fetchers and the controller link do not speak TLS or SASL; put it on a private network", ls[p].Name)
-		}
+	if c.ClusterMode() && ls[p].Name != c.InterBrokerName() && (len(ls) > 1 || c.InterBroker.Protocol != "") {
+		return nil, fmt.Errorf("the inter-broker listener %s is not in listeners", c.InterBrokerName())
 	}
 	return ls, nil
+}
+
+// ControllerProtocol is the security protocol of the controller listener
+// (controller.listener.names) as listener.security.protocol.map gives it;
+// a name the map does not list is its protocol if it is one, else
+// PLAINTEXT, as before the map was read for it.
+func (c *Config) ControllerProtocol() string {
+	name := strings.ToUpper(strings.TrimSpace(c.ControllerListenerName))
+	if name == "" {
+		name = "CONTROLLER"
+	}
+	if p, ok := c.ProtocolMap[name]; ok {
+		return p
+	}
+	if ProtocolCode(name) >= 0 {
+		return name
+	}
+	return ProtocolPlaintext
+}
+
+// ControllerListenerKey is the name security keys of the controller
+// listener go under (listener.name.<name>.…).
+func (c *Config) ControllerListenerKey() string {
+	if n := strings.TrimSpace(c.ControllerListenerName); n != "" {
+		return n
+	}
+	return "CONTROLLER"
 }
 
 // IsSecurityKey reports whether a server.properties key is one of the
@@ -286,9 +364,11 @@ func IsSecurityKey(k string) bool {
 			}
 		}
 	}
+	if _, inTable := brokerKeys[k]; inTable {
+		return false // sasl.mechanism.inter.broker.protocol, sasl.mechanism.controller.protocol
+	}
 	return strings.HasPrefix(k, "ssl.") || strings.HasPrefix(k, "sasl.") ||
-		k == "connections.max.reauth.ms" || strings.HasPrefix(k, "sluice.sasl.") ||
-		k == "security.inter.broker.protocol"
+		k == "connections.max.reauth.ms" || strings.HasPrefix(k, "sluice.sasl.")
 }
 
 // setSecurity keeps a security key's value.

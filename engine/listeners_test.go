@@ -63,19 +63,49 @@ func TestListenersRefused(t *testing.T) {
 		t.Error("a listener without a protocol was accepted")
 	}
 	c = DefaultConfig()
-	c.ApplyProperties(strings.NewReader("process.roles=broker,controller\ncontroller.quorum.voters=1@127.0.0.1:9192\nlisteners=SSL://:9093,CONTROLLER://:9192\ninter.broker.listener.name=SSL"))
+	c.ApplyProperties(strings.NewReader("process.roles=broker,controller\ncontroller.quorum.voters=1@127.0.0.1:9192\nlisteners=SSL://:9093,SASL_SSL://:9094,CONTROLLER://:9192\nsecurity.inter.broker.protocol=SASL_SSL\ninter.broker.listener.name=SSL"))
 	if _, err := c.BrokerListeners(); err == nil {
-		t.Error("a TLS inter-broker listener was accepted in a cluster")
+		t.Error("inter.broker.listener.name and security.inter.broker.protocol naming two listeners were accepted")
 	}
 	c = DefaultConfig()
-	c.ApplyProperties(strings.NewReader("security.inter.broker.protocol=SASL_SSL"))
+	c.ApplyProperties(strings.NewReader("process.roles=broker,controller\ncontroller.quorum.voters=1@127.0.0.1:9192\nlisteners=PLAINTEXT://:9092,CONTROLLER://:9192\nsecurity.inter.broker.protocol=SASL_SSL"))
 	if _, err := c.BrokerListeners(); err == nil {
-		t.Error("security.inter.broker.protocol=SASL_SSL was accepted")
+		t.Error("security.inter.broker.protocol=SASL_SSL without a SASL_SSL listener was accepted")
+	}
+}
+
+// TestInterBrokerListenerBySecurityProtocol: security.inter.broker.protocol
+// picks the listener of that name as the inter-broker one (registered
+// first, Listen and Advertise its address), whatever order the keys come
+// in; the controller listener's protocol comes from the protocol map.
+func TestInterBrokerListenerBySecurityProtocol(t *testing.T) {
+	for _, props := range []string{
+		"listeners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9192\nsecurity.inter.broker.protocol=SASL_SSL\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:SSL\nsecurity.inter.broker.protocol=SASL_SSL\nlisteners=PLAINTEXT://:9092,SASL_SSL://:9094,CONTROLLER://:9192",
+	} {
+		c := DefaultConfig()
+		if _, err := c.ApplyProperties(strings.NewReader("process.roles=broker,controller\ncontroller.quorum.voters=1@127.0.0.1:9192\n" + props)); err != nil {
+			t.Fatal(err)
+		}
+		if c.InterBrokerName() != ProtocolSASLSSL || c.Listen != ":9094" {
+			t.Errorf("inter-broker listener %s at %q, want SASL_SSL at :9094", c.InterBrokerName(), c.Listen)
+		}
+		if _, err := c.BrokerListeners(); err != nil {
+			t.Error(err)
+		}
+		if p := c.ControllerProtocol(); p != ProtocolSSL {
+			t.Errorf("controller listener protocol %s, want SSL", p)
+		}
+	}
+	c := DefaultConfig()
+	if p := c.ControllerProtocol(); p != ProtocolPlaintext {
+		t.Errorf("an unmapped CONTROLLER listener is %s, want PLAINTEXT", p)
 	}
 }
 
 // TestReadmeSecurityExample: the README's three-node SASL_SSL config is a
-// valid config of this broker, every key known.
+// valid config of this broker, every key known, with no PLAINTEXT
+// listener: the inter-broker and controller listeners are SASL_SSL.
 func TestReadmeSecurityExample(t *testing.T) {
 	data, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -92,7 +122,10 @@ func TestReadmeSecurityExample(t *testing.T) {
 		t.Fatalf("unknown %v err %v", unknown, err)
 	}
 	ls, err := c.BrokerListeners()
-	if err != nil || len(ls) != 2 || ls[1].Protocol != ProtocolSASLSSL || c.Listen != "10.0.0.1:9091" {
+	if err != nil || len(ls) != 1 || ls[0].Protocol != ProtocolSASLSSL || c.InterBrokerName() != ProtocolSASLSSL {
 		t.Fatalf("%+v %v", ls, err)
+	}
+	if c.ControllerProtocol() != ProtocolSASLSSL || c.InterBroker.SASLMechanism != "SCRAM-SHA-512" || c.InterBroker.ControllerSASLMechanism != "PLAIN" {
+		t.Fatalf("controller listener %s, mechanisms %+v", c.ControllerProtocol(), c.InterBroker)
 	}
 }

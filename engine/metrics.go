@@ -20,6 +20,8 @@ type Metrics struct {
 	bytesIn, bytesOut     *prometheus.CounterVec
 	recordsIn, recordsOut *prometheus.CounterVec
 	connections           prometheus.Gauge
+
+	written brokerLatencies // metrics_latency.go
 }
 
 // NewMetrics registers the broker's series on a fresh registry.
@@ -45,7 +47,7 @@ func NewMetrics() *Metrics {
 	m.recordsOut = topicCounter("sluice_topic_records_out_total", "Records sent to fetchers (counted by batch header), by topic.")
 	m.connections = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_open_connections", Help: "Open client connections."})
 	m.reg.MustRegister(reqs, lat, m.bytesIn, m.bytesOut, m.recordsIn, m.recordsOut, m.connections,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		newLatencyCollector(&m.written), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, a := range servedAPIs() {
 		m.requests[a.key] = reqs.WithLabelValues(a.name)
 		m.latency[a.key] = lat.WithLabelValues(a.name)

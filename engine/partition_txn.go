@@ -27,15 +27,16 @@ import (
 // Errors are *kerr.Error where Kafka has a code: NOT_LEADER_OR_FOLLOWER,
 // NOT_ENOUGH_REPLICAS, TRANSACTION_COORDINATOR_FENCED (a coordinator epoch
 // older than the last marker's for the producer), INVALID_PRODUCER_EPOCH
-// (an epoch older than the producer's); anything else is a storage error
+// (an epoch older than the producer's, or under transactions version tv 2
+// not newer than an open transaction's); anything else is a storage error
 // (ErrorCode maps it).
-func (p *Partition) writeTxnMarker(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool, nowMs int64) error {
+func (p *Partition) writeTxnMarker(producerID int64, producerEpoch int16, coordinatorEpoch int32, commit bool, tv int8, nowMs int64) error {
 	p.mu.Lock()
 	if err := p.appendableLocked(-1); err != nil {
 		p.mu.Unlock()
 		return err
 	}
-	opt := storage.AppendOptions{LeaderEpoch: p.LeaderEpoch(), NowMs: nowMs}
+	opt := storage.AppendOptions{LeaderEpoch: p.LeaderEpoch(), NowMs: nowMs, TransactionVersion: tv}
 	res, err := p.log.AppendMarker(producerID, producerEpoch, coordinatorEpoch, commit, opt)
 	if err != nil {
 		p.mu.Unlock()

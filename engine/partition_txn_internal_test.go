@@ -53,13 +53,13 @@ func TestWriteTxnMarker(t *testing.T) {
 	if lso, hw := p.LastStableOffset(), p.HighWatermark(); lso != 0 || hw != 5 {
 		t.Fatalf("LSO %d, HW %d; want 0, 5", lso, hw)
 	}
-	if err := p.writeTxnMarker(10, 1, 3, true, 0); err != nil { // 5
+	if err := p.writeTxnMarker(10, 1, 3, true, 0, 0); err != nil { // 5
 		t.Fatal(err)
 	}
 	if lso := p.LastStableOffset(); lso != 3 {
 		t.Fatalf("LSO %d after committing producer 10, want 3", lso)
 	}
-	if err := p.writeTxnMarker(11, 1, 3, false, 0); err != nil { // 6
+	if err := p.writeTxnMarker(11, 1, 3, false, 0, 0); err != nil { // 6
 		t.Fatal(err)
 	}
 	if lso := p.LastStableOffset(); lso != 7 {
@@ -68,14 +68,14 @@ func TestWriteTxnMarker(t *testing.T) {
 	if got := p.abortedTxns(nil, 0, 7); len(got) != 1 || got[0] != (storage.AbortedTxn{ProducerID: 11, FirstOffset: 3, LastOffset: 6, LastStableOffset: 7}) {
 		t.Fatalf("aborted %+v", got)
 	}
-	if err := p.writeTxnMarker(10, 1, 2, true, 0); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
+	if err := p.writeTxnMarker(10, 1, 2, true, 0, 0); !errors.Is(err, kerr.TransactionCoordinatorFenced) {
 		t.Fatalf("stale coordinator epoch: %v", err)
 	}
-	if err := p.writeTxnMarker(10, 0, 3, true, 0); !errors.Is(err, kerr.InvalidProducerEpoch) {
+	if err := p.writeTxnMarker(10, 0, 3, true, 0, 0); !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("stale producer epoch: %v", err)
 	}
 	p.becomeFollower(5, p.LeaderEpoch()+1)
-	if err := p.writeTxnMarker(10, 1, 3, true, 0); !errors.Is(err, kerr.NotLeaderForPartition) {
+	if err := p.writeTxnMarker(10, 1, 3, true, 0, 0); !errors.Is(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("follower: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestFetchReadCommittedAllocatesNoMore(t *testing.T) {
 		appendTestBatch(t, p, txnTestBatch(t, 100+i%4, 0, int32(i/4*2), 2))
 		if i%4 == 3 {
 			for pid := int64(100); pid < 104; pid++ {
-				if err := p.writeTxnMarker(pid, 0, 0, pid%2 == 0, 0); err != nil {
+				if err := p.writeTxnMarker(pid, 0, 0, pid%2 == 0, 0, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -15,7 +15,8 @@ package engine
 // full, with throttle_time_ms = (rate - quota) / quota × elapsed, and its
 // connection is muted for that long (Response.Mute: the network layer
 // serves the connection's next request only then), as Kafka does since
-// KIP-219.
+// KIP-219. An acks=0 produce, which has no answer to carry the throttle,
+// only mutes the connection.
 //
 //   - producer_byte_rate: the record bytes of each produce;
 //   - consumer_byte_rate: the response bytes of each consumer fetch;
@@ -25,9 +26,13 @@ package engine
 //     fetch, a rebalance, acks=all) spent that time waiting, not
 //     working, and is not counted;
 //   - controller_mutation_rate: partitions created or deleted by
-//     CreateTopics, CreatePartitions and DeleteTopics, per second
-//     (throttled after the fact; Kafka's strict rejection with
-//     THROTTLING_QUOTA_EXCEEDED is left out).
+//     CreateTopics, CreatePartitions and DeleteTopics, per second, each
+//     topic counted once it has passed its checks (a validate-only
+//     request counts nothing). Clients of the versions KIP-599 made
+//     strict (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+)
+//     have a topic refused with THROTTLING_QUOTA_EXCEEDED, and not
+//     counted, when the rate is already over the quota before it (one
+//     topic may take it over); older ones are only throttled.
 //
 // With no quota in the image none of this runs (one atomic load).
 
@@ -39,6 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metadata"
@@ -190,18 +196,26 @@ func (r *Request) throttleFor(resp kmsg.Response, size int64) time.Duration {
 		if m.ReplicaID < 0 && (r.Version < 15 || m.ReplicaState.ID < 0) {
 			d = max(d, r.recordQuota(quotaFetch, float64(size), now))
 		}
-	case *kmsg.CreateTopicsRequest:
-		n := 0
-		for _, t := range m.Topics {
-			n += int(max(t.NumPartitions, 1))
-		}
-		d = max(d, r.recordQuota(quotaMutation, float64(n), now))
-	case *kmsg.CreatePartitionsRequest:
-		d = max(d, r.recordQuota(quotaMutation, float64(len(m.Topics)), now))
-	case *kmsg.DeleteTopicsRequest:
-		d = max(d, r.recordQuota(quotaMutation, float64(len(m.Topics)+len(m.TopicNames)), now))
+	case *kmsg.CreateTopicsRequest, *kmsg.CreatePartitionsRequest, *kmsg.DeleteTopicsRequest:
+		// admitMutation counted the topics as they were mutated.
+		d = max(d, r.recordQuota(quotaMutation, 0, now))
 	}
 	return min(d, maxThrottle)
+}
+
+// muteOnly counts a request that gets no answer (an acks=0 produce)
+// against its quotas: over one, the answer is a Response of no parts
+// whose Mute the network layer applies, writing nothing, as Kafka mutes
+// the channel of an acks=0 producer it cannot tell its throttle time.
+// Else nil.
+func (r *Request) muteOnly() *Response {
+	d := r.throttleFor(nil, 0)
+	if d <= 0 {
+		return nil
+	}
+	resp := newResponse()
+	resp.Mute = d
+	return resp
 }
 
 func produceBytes(req *kmsg.ProduceRequest) int {
@@ -249,6 +263,42 @@ func (r *Request) throttleEncoded(resp *Response) {
 	}
 }
 
+// errThrottled answers a strict client's topic mutation over the
+// controller mutation quota.
+var errThrottled = topicErr(kerr.ThrottlingQuotaExceeded, "The throttling quota has been exceeded.")
+
+// strictMutations reports whether a request's version is one KIP-599
+// made strict: topics over the controller mutation quota are refused.
+func strictMutations(key, version int16) bool {
+	switch key {
+	case kmsg.CreateTopics.Int16():
+		return version >= 6
+	case kmsg.CreatePartitions.Int16():
+		return version >= 3
+	case kmsg.DeleteTopics.Int16():
+		return version >= 5
+	}
+	return false
+}
+
+// admitMutation counts one topic's mutation of partitions against the
+// controller mutation quota, or refuses it with errThrottled for a
+// strict client whose rate is already over the quota.
+func (r *Request) admitMutation(partitions int32) error {
+	t := r.broker.quotas.table.Load()
+	if t == nil {
+		return nil
+	}
+	e, quota, ok := t.resolve(quotaUser(r.Session.Principal), r.ClientID, quotaMutation)
+	if !ok || quota <= 0 {
+		return nil
+	}
+	if !t.sensor(sensorKey{e, quotaMutation}).admit(float64(partitions), quota, time.Now(), strictMutations(r.Key, r.Version)) {
+		return errThrottled
+	}
+	return nil
+}
+
 // rateSensor is one entity's rate of one quota kind over a window of
 // samples (Kafka's SampledStat with Rate's elapsed-time rule).
 type rateSensor struct {
@@ -272,18 +322,36 @@ func newRateSensor(num int, window time.Duration) *rateSensor {
 func (s *rateSensor) record(amount, quota float64, now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.current(now).value += amount
+	rate, elapsed := s.rate(now)
+	if rate <= quota {
+		return 0
+	}
+	return time.Duration((rate - quota) / quota * float64(elapsed))
+}
+
+// admit adds amount at now and reports true, unless strict and the rate
+// is over quota already: then it adds nothing and reports false.
+func (s *rateSensor) admit(amount, quota float64, now time.Time, strict bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.current(now)
+	if rate, _ := s.rate(now); strict && rate > quota {
+		return false
+	}
+	c.value += amount
+	return true
+}
+
+// current is the sample now falls in, a new one when the newest is over.
+func (s *rateSensor) current(now time.Time) *sample {
 	c := &s.samples[s.cur]
 	if c.start.IsZero() || now.Sub(c.start) >= s.window {
 		s.cur = (s.cur + 1) % len(s.samples)
 		s.samples[s.cur] = sample{start: now}
 		c = &s.samples[s.cur]
 	}
-	c.value += amount
-	rate, elapsed := s.rate(now)
-	if rate <= quota {
-		return 0
-	}
-	return time.Duration((rate - quota) / quota * float64(elapsed))
+	return c
 }
 
 // rate returns the measured rate per second and the elapsed time it is

@@ -1,11 +1,17 @@
 package engine_test
 
 import (
+	"encoding/binary"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sluice-broker/sluice/internal/testbroker"
 )
@@ -163,4 +169,141 @@ func TestQuotaThrottlesRequestTime(t *testing.T) {
 		}
 	}
 	t.Fatal("1000 Metadata requests at request_percentage=0.001 and no throttle")
+}
+
+// TestControllerMutationRateStrictRefusesTopicsOverQuota: with
+// controller_mutation_rate=1 (partition per second, over an 11 s window)
+// a CreateTopics v7 of two topics of 20 partitions creates the first,
+// which takes the rate over the quota, and answers the second
+// THROTTLING_QUOTA_EXCEEDED with a throttle time, creating nothing; so do
+// CreatePartitions v3 and DeleteTopics v6 once over. A CreateTopics v5
+// client (before KIP-599's strict versions) gets its topics created and
+// is only throttled.
+func TestControllerMutationRateStrictRefusesTopicsOverQuota(t *testing.T) {
+	tb := testbroker.Start(t)
+	ctx := adminCtx(t)
+	res, err := tb.Admin(t).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("strict")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 1}}},
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("old")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 1}}},
+	})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	create := func(cl *kgo.Client, version int16, names ...string) *kmsg.CreateTopicsResponse {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(version)
+		req.TimeoutMillis = 5000
+		for _, n := range names {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = n, 20, 1
+			req.Topics = append(req.Topics, rt)
+		}
+		return request[*kmsg.CreateTopicsResponse](t, cl, req)
+	}
+	// A client per request: a throttled connection is muted, and the
+	// quota is the client id's whatever the connection.
+	strict := func() *kgo.Client { return tb.Client(t, kgo.ClientID("strict")) }
+	resp := create(strict(), 7, "m1", "m2")
+	if resp.Topics[0].ErrorCode != 0 || resp.Topics[1].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || resp.ThrottleMillis <= 0 {
+		t.Fatalf("CreateTopics v7: %+v throttle %d, want m1 created and m2 THROTTLING_QUOTA_EXCEEDED", resp.Topics, resp.ThrottleMillis)
+	}
+	t.Logf("strict client throttled %d ms", resp.ThrottleMillis)
+	if tb.Broker.Topic("m2") != nil {
+		t.Fatal("m2 was created over the quota")
+	}
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.SetVersion(3)
+	cp.TimeoutMillis = 5000
+	cp.Topics = append(cp.Topics, kmsg.CreatePartitionsRequestTopic{Topic: "m1", Count: 30})
+	if r := request[*kmsg.CreatePartitionsResponse](t, strict(), cp); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code {
+		t.Fatalf("CreatePartitions v3 over the quota: %+v", r.Topics)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	del.TimeoutMillis = 5000
+	del.Topics = append(del.Topics, kmsg.DeleteTopicsRequestTopic{Topic: kmsg.StringPtr("m1")})
+	if r := request[*kmsg.DeleteTopicsResponse](t, strict(), del); r.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code {
+		t.Fatalf("DeleteTopics v6 over the quota: %+v", r.Topics)
+	}
+	if tb.Broker.Topic("m1") == nil || len(tb.Broker.Topic("m1").Partitions()) != 20 {
+		t.Fatal("m1 changed over the quota")
+	}
+
+	old := create(tb.Client(t, kgo.ClientID("old"), kgo.MaxVersions(kversion.V2_6_0())), 5, "o1", "o2") // CreateTopics v5
+	if old.Topics[0].ErrorCode != 0 || old.Topics[1].ErrorCode != 0 || old.ThrottleMillis <= 0 {
+		t.Fatalf("CreateTopics v%d: %d, %d, throttle %d, want both created and a throttle", old.Version, old.Topics[0].ErrorCode, old.Topics[1].ErrorCode, old.ThrottleMillis)
+	}
+}
+
+// TestQuotaMutesAcksZeroProducer: an acks=0 producer over its
+// producer_byte_rate gets no response to carry a throttle time, so its
+// connection is muted, as Kafka mutes the channel: a Metadata request
+// sent on it after the produces is answered only after one sent later on
+// another connection. The records are appended all the same.
+func TestQuotaMutesAcksZeroProducer(t *testing.T) {
+	tb := testbroker.Start(t)
+	ctx := adminCtx(t)
+	if _, err := tb.Admin(t).CreateTopics(ctx, 1, 1, nil, "z"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.Admin(t).AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		{Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: kadm.StringPtr("zero")}},
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	conn, err := net.Dial("tcp", tb.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("zero"))
+	var out []byte
+	for i := range 2 { // 16 KiB: the second takes the rate over 1 KiB/s
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks, req.TimeoutMillis = 0, 5000
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic = "z"
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = oneBigBatch(t, 8<<10)
+		pt.Partitions = append(pt.Partitions, pp)
+		req.Topics = append(req.Topics, pt)
+		out = append(out, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes the whole of dst
+	}
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.SetVersion(12)
+	out = append(out, f.AppendRequest(nil, meta, 99)...)
+	sent := time.Now()
+	if _, err := conn.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan time.Time, 1)
+	go func() {
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var hdr [8]byte
+		if _, err := io.ReadFull(conn, hdr[:]); err == nil && binary.BigEndian.Uint32(hdr[4:]) == 99 {
+			answered <- time.Now()
+		}
+		close(answered)
+	}()
+	// Once the produces are in, another connection is answered at once.
+	waitFor(t, "the acks=0 records appended", func() bool {
+		return tb.Broker.Topic("z").Partition(0).HighWatermark() >= 2
+	})
+	other := tb.Client(t, kgo.ClientID("other"))
+	if _, err := kadm.NewClient(other).BrokerMetadata(ctx); err != nil {
+		t.Fatal(err)
+	}
+	otherDone := time.Now()
+	at, ok := <-answered
+	if !ok {
+		t.Fatal("the muted connection's Metadata was never answered")
+	}
+	if !at.After(otherDone) {
+		t.Fatalf("the acks=0 producer's next request was answered %v after its produces, before a later one elsewhere: not muted", at.Sub(sent))
+	}
+	t.Logf("acks=0 producer muted: its Metadata answered %v after sending", at.Sub(sent))
 }

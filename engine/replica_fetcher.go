@@ -80,6 +80,7 @@ const (
 type replicaManager struct {
 	self       int32
 	lagTimeMax time.Duration
+	dial       DialFunc // to leaders' inter-broker listeners; nil: plain TCP
 	log        *slog.Logger
 	link       linkSlot
 	isr        *isrSender // batches ISR proposals into AlterPartition requests
@@ -108,7 +109,7 @@ type replicaManager struct {
 }
 
 func newReplicaManager(cfg Config, log *slog.Logger) *replicaManager {
-	m := &replicaManager{self: cfg.NodeID, lagTimeMax: cfg.ReplicaLagTimeMax, log: log, stop: make(chan struct{})}
+	m := &replicaManager{self: cfg.NodeID, lagTimeMax: cfg.ReplicaLagTimeMax, dial: cfg.InterBroker.Dial, log: log, stop: make(chan struct{})}
 	if m.lagTimeMax <= 0 {
 		m.lagTimeMax = 30 * time.Second
 	}
@@ -400,7 +401,7 @@ func (f *replicaFetcher) dial() error {
 	if !ok {
 		return fmt.Errorf("no address for broker %d", f.leader)
 	}
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := dialPeer(f.m.dial, addr, 5*time.Second)
 	if err != nil {
 		return err
 	}

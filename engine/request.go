@@ -120,7 +120,7 @@ func (b *Broker) handle(s *Session, frame []byte, done func(*Response), offLoop 
 func newRequest(frame []byte) *Request {
 	if len(frame) >= 2 && isHot(int16(binary.BigEndian.Uint16(frame))) {
 		h := hotRequests.Get().(*hotRequest)
-		h.hot = h
+		h.hot, h.pooled = h, false
 		return &h.Request
 	}
 	return new(Request)
@@ -285,8 +285,9 @@ func (r *Request) beginResponse(flexible bool) *frameWriter {
 	return w
 }
 
-// NoResponse completes a request that gets no answer (acks=0 produce).
-func (r *Request) NoResponse() { r.finish(nil) }
+// NoResponse completes a request that gets no answer (acks=0 produce);
+// over a quota it still mutes the connection (quota.go).
+func (r *Request) NoResponse() { r.finish(r.muteOnly()) }
 
 func (r *Request) closeConn() {
 	r.answer(&Response{Close: true})
@@ -297,6 +298,9 @@ func (r *Request) finish(resp *Response) {
 		r.throttleEncoded(resp) // quota.go: Fetch and cached Metadata encode their own answers
 	}
 	r.broker.metrics.requestDone(r, resp)
+	if resp != nil {
+		resp.metrics, resp.key = r.broker.metrics, r.Key
+	}
 	r.answer(resp)
 }
 

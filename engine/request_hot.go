@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,9 +31,20 @@ type hotRequest struct {
 	fetch   kmsg.FetchRequest
 	txnID   string // backs produce.TransactionID
 	names   nameCache
+	// pooled is set while h sits in the pool. Invariant: a request goes
+	// back exactly once per use (Request.answer and dispatch decide who
+	// returns it); a second release would hand one object to two
+	// requests at once, so it is refused (counted and logged) instead.
+	pooled bool
 }
 
 var hotRequests = sync.Pool{New: func() any { return new(hotRequest) }}
+
+// releaseHook, when set (tests), sees every pooled request go back.
+var releaseHook func(*hotRequest)
+
+// doubleReleases counts refused second releases (a bug if ever non-zero).
+var doubleReleases atomic.Int64
 
 // isHot reports whether key is decoded here.
 func isHot(key int16) bool {
@@ -43,6 +56,15 @@ func isHot(key int16) bool {
 const maxPooledTopics = 1024
 
 func (h *hotRequest) release() {
+	if h.pooled {
+		doubleReleases.Add(1)
+		slog.Error("engine: pooled request released twice; not returned to the pool again")
+		return
+	}
+	h.pooled = true
+	if releaseHook != nil {
+		releaseHook(h)
+	}
 	if cap(h.produce.Topics) > maxPooledTopics {
 		h.produce.Topics = nil
 	}

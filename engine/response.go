@@ -35,6 +35,11 @@ type Response struct {
 	Mute time.Duration
 
 	buf []byte // pooled backing array of the in-memory parts
+
+	// metrics, when set (Request.finish), receive the broker-side
+	// latency of the request, of API key, once the response is written.
+	metrics *Metrics
+	key     int16
 }
 
 var responsePool = sync.Pool{New: func() any {
@@ -51,6 +56,7 @@ func newResponse() *Response {
 	r.Size = 0
 	r.Close = false
 	r.Mute = 0
+	r.metrics = nil
 	return r
 }
 
@@ -75,6 +81,13 @@ func (r *Response) PartAt(i int) (b []byte, f *os.File, off, n int64) {
 		return p.Bytes, nil, 0, int64(len(p.Bytes))
 	}
 	return nil, p.Region.File, p.Region.Pos, p.Region.Len
+}
+
+// Written records the request's broker-side latency (netpoll.TimedReply).
+func (r *Response) Written(sinceFrame time.Duration) {
+	if r.metrics != nil {
+		r.metrics.requestWritten(r.key, sinceFrame)
+	}
 }
 
 // ShouldClose reports whether the connection must close after this response.

@@ -173,7 +173,8 @@ func (r *shareRPC) client(b *Broker) (*kgo.Client, error) {
 			seeds = append(seeds, net.JoinHostPort(host, strconv.Itoa(int(port))))
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-share-persister"))
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-share-persister")}, b.cfg.InterBroker.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}

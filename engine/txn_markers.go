@@ -85,7 +85,7 @@ func (b *Broker) markersToRetry(req txn.MarkerRequest, tps []txn.TopicPartition,
 func (b *Broker) writeLocalMarkers(req txn.MarkerRequest, tps []txn.TopicPartition) []int16 {
 	codes := make([]int16, len(tps))
 	for i, tp := range tps {
-		codes[i] = b.writeLocalMarker(req.ProducerID, req.ProducerEpoch, req.CoordinatorEpoch, req.Commit, tp.Topic, tp.Partition)
+		codes[i] = b.writeLocalMarker(req.ProducerID, req.ProducerEpoch, req.CoordinatorEpoch, req.Commit, req.TransactionVersion, tp.Topic, tp.Partition)
 	}
 	return codes
 }
@@ -93,7 +93,7 @@ func (b *Broker) writeLocalMarkers(req txn.MarkerRequest, tps []txn.TopicPartiti
 // writeLocalMarker writes one marker on a partition this broker leads and
 // waits until the high watermark passes it. A marker on __consumer_offsets
 // also ends the producer's pending transactional offsets there.
-func (b *Broker) writeLocalMarker(pid int64, epoch int16, coordinatorEpoch int32, commit bool, topic string, partition int32) int16 {
+func (b *Broker) writeLocalMarker(pid int64, epoch int16, coordinatorEpoch int32, commit bool, tv int8, topic string, partition int32) int16 {
 	t := b.Topic(topic)
 	if t == nil {
 		return kerr.UnknownTopicOrPartition.Code
@@ -102,7 +102,7 @@ func (b *Broker) writeLocalMarker(pid int64, epoch int16, coordinatorEpoch int32
 	if p == nil {
 		return kerr.NotLeaderForPartition.Code
 	}
-	if err := p.writeTxnMarker(pid, epoch, coordinatorEpoch, commit, time.Now().UnixMilli()); err != nil {
+	if err := p.writeTxnMarker(pid, epoch, coordinatorEpoch, commit, tv, time.Now().UnixMilli()); err != nil {
 		return ErrorCode(err)
 	}
 	b.txnVerified.forget(p, pid)
@@ -121,6 +121,7 @@ func (b *Broker) writeLocalMarker(pid int64, epoch int16, coordinatorEpoch int32
 func (b *Broker) sendMarkers(leader int32, req txn.MarkerRequest, tps []txn.TopicPartition) []int16 {
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
 	m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Committed = req.ProducerID, req.ProducerEpoch, req.CoordinatorEpoch, req.Commit
+	m.TransactionVersion = req.TransactionVersion
 	for _, tp := range tps {
 		if n := len(m.Topics); n == 0 || m.Topics[n-1].Topic != tp.Topic {
 			m.Topics = append(m.Topics, kmsg.WriteTxnMarkersRequestMarkerTopic{Topic: tp.Topic})

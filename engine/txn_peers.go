@@ -35,6 +35,7 @@ type peerConn struct {
 	mu   sync.Mutex // one request at a time
 	conn net.Conn   // nil until dialled, and after an error
 	addr string
+	dial DialFunc // Config.InterBroker.Dial
 	corr int32
 	fmt  *kmsg.RequestFormatter
 }
@@ -69,7 +70,7 @@ func (pc *peerClients) conn(b *Broker, id int32) *peerConn {
 	}
 	c := pc.conns[id]
 	if c == nil {
-		c = &peerConn{fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-broker-" + strconv.Itoa(int(b.cfg.NodeID))))}
+		c = &peerConn{dial: b.cfg.InterBroker.Dial, fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID("sluice-broker-" + strconv.Itoa(int(b.cfg.NodeID))))}
 		pc.conns[id] = c
 	}
 	return c
@@ -92,7 +93,7 @@ func (pc *peerClients) close() {
 // roundTrip writes one request frame and reads its response; c.mu is held.
 func (c *peerConn) roundTrip(req kmsg.Request, version int16, resp kmsg.Response) error {
 	if c.conn == nil {
-		conn, err := net.DialTimeout("tcp", c.addr, peerTimeout)
+		conn, err := dialPeer(c.dial, c.addr, peerTimeout)
 		if err != nil {
 			return err
 		}

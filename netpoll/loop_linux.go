@@ -617,7 +617,12 @@ type conn struct {
 	out      outState // the reply being written
 	// Invariant: at most one of {frame in flight, out.r != nil} is being
 	// worked on; the next frame is taken only when both are done.
-	lastActive      int64 // when the last request arrived or reply left
+	lastActive int64 // when the last request arrived or reply left
+	// servedAt is when the frame in flight was handed to Serve (monotonic;
+	// TimedReply). Stamped per request rather than taken from now, which
+	// is refreshed once per loop iteration and would hide the loop's own
+	// queueing.
+	servedAt        time.Time
 	writeWait       int64 // since when a write waits for the peer; 0 if none
 	closeAfterReply bool
 	closed          bool // socket closed; release once the reply is in
@@ -692,6 +697,7 @@ func (c *conn) consume(b []byte) (*[]byte, error) {
 func (c *conn) serve(f *[]byte) bool {
 	c.frame = f
 	c.lastActive = c.loop.now
+	c.servedAt = time.Now()
 	if w := c.loop.srv.work; w != nil {
 		c.phase.Store(phaseAwaiting)
 		w <- c
@@ -740,6 +746,9 @@ func (c *conn) wroteReply() bool {
 	c.writeWait = 0
 	c.lastActive = c.loop.now
 	closeNow := r.ShouldClose()
+	if t, ok := r.(TimedReply); ok {
+		t.Written(time.Since(c.servedAt))
+	}
 	r.Release()
 	return closeNow || c.closeAfterReply
 }

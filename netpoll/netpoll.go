@@ -107,6 +107,18 @@ type Reply interface {
 	Release()
 }
 
+// TimedReply is an optional Reply interface: Written is called once the
+// last part has been written, just before Release, with the time since
+// the loop handed the request's frame to Serve. It is the broker's own
+// share of a request's latency: from a complete frame to its answer on
+// the socket, without the client, the network or the wait in the socket
+// buffer before the loop read it. The event-loop backends and std call
+// it for plaintext connections (a TLS reply is sealed into the
+// connection's own Reply; its requests are not timed).
+type TimedReply interface {
+	Written(sinceFrame time.Duration)
+}
+
 // Handler creates the per-connection handlers.
 type Handler interface {
 	Open(info ConnInfo) ConnHandler

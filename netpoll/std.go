@@ -193,6 +193,7 @@ func (c *stdConn) serve() {
 			c.logReadError(err)
 			return
 		}
+		servedAt := time.Now()
 		h.Serve(*frame, c.replyFn)
 		r := <-c.replies
 		putFrame(frame)
@@ -201,6 +202,9 @@ func (c *stdConn) serve() {
 		}
 		err = c.write(r)
 		closeAfter := r.ShouldClose()
+		if t, ok := r.(TimedReply); ok && err == nil && c.tc == nil {
+			t.Written(time.Since(servedAt))
+		}
 		r.Release()
 		if err != nil || closeAfter || c.srv.isClosing() {
 			return

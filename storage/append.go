@@ -42,6 +42,11 @@ type AppendOptions struct {
 	// AllowControl admits control batches (transaction markers written by
 	// the broker itself); clients may not write them.
 	AllowControl bool
+	// TransactionVersion is a marker's (AppendMarker): from 2 on, the
+	// coordinator bumped the producer's epoch before writing it, so its
+	// epoch must be above the producer's here (KIP-890 part 2) unless it
+	// repeats the marker that ended the producer's last transaction.
+	TransactionVersion int8
 }
 
 // Append validates and appends many record sets with one write/writev.

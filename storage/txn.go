@@ -184,7 +184,9 @@ type MarkerResult struct {
 // transaction (a marker for a producer without one is written all the
 // same, as Kafka does: a retried marker is harmless), and an abort is
 // added to the transaction index. Errors: ErrInvalidProducerEpoch for an
-// epoch older than the producer's, ErrTransactionCoordinatorFenced for a
+// epoch older than the producer's (under transactions version 2, see
+// AppendOptions.TransactionVersion: not above it, unless the marker
+// repeats the one that ended the producer's last transaction), ErrTransactionCoordinatorFenced for a
 // coordinator epoch older than the last marker's, and Append's.
 func (l *Log) AppendMarker(pid int64, epoch int16, coordinatorEpoch int32, commit bool, opt AppendOptions) (MarkerResult, error) {
 	now := opt.NowMs
@@ -213,7 +215,7 @@ func (l *Log) appendMarkerLocked(batch []byte, pid int64, epoch int16, coordinat
 		return MarkerResult{}, err
 	}
 	markerOff := l.mu.nextOffset
-	c, err := l.producers.checkMarker(pid, epoch, coordinatorEpoch, markerOff)
+	c, err := l.producers.checkMarker(pid, epoch, coordinatorEpoch, opt.TransactionVersion, markerOff)
 	if err != nil {
 		return MarkerResult{}, err
 	}
@@ -262,13 +264,21 @@ func (l *Log) noteCompletedLocked(c AbortedTxn, commit bool) (undo func()) {
 // returns the transaction it completes, as a transaction index entry:
 // the open transaction's first offset (the marker's own offset if none is
 // open) and the last stable offset once it is decided.
-func (p *producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32, markerOff int64) (AbortedTxn, error) {
+func (p *producerState) checkMarker(pid int64, epoch int16, coordinatorEpoch int32, tv int8, markerOff int64) (AbortedTxn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := AbortedTxn{ProducerID: pid, FirstOffset: markerOff, LastOffset: markerOff}
 	if e := p.mu.m[pid]; e != nil {
 		switch {
 		case epoch < e.epoch:
+			return c, ErrInvalidProducerEpoch
+		// Under version 2 the producer's records of the transaction a
+		// marker ends carry the epoch before the bump: a marker at the
+		// epoch of an open transaction is a late one, from the
+		// transaction before, and must not end this one. With none open
+		// it is a retry of the marker that ended the last (a new
+		// coordinator finishing a commit), harmless.
+		case tv >= 2 && epoch == e.epoch && e.txnStart >= 0:
 			return c, ErrInvalidProducerEpoch
 		case coordinatorEpoch < e.coordinatorEpoch:
 			return c, ErrTransactionCoordinatorFenced

@@ -196,6 +196,35 @@ func TestTxnMarkerFencing(t *testing.T) {
 	}
 }
 
+// TestTxnV2LateMarkerDoesNotEndTheNextTransaction: under transactions
+// version 2 a transaction's records carry epoch E and its markers E+1, and
+// the producer's next transaction writes at E+1. A marker at E+1 arriving
+// once that next transaction is open is a late copy of the last one and
+// must not end it (Kafka refuses it: INVALID_PRODUCER_EPOCH); the same
+// marker with nothing open is a harmless retry and is written.
+func TestTxnV2LateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig())
+	defer l.Close()
+	v2 := AppendOptions{TransactionVersion: 2}
+	appendHW(t, l, txnBatch(1, 3, 0, 1)) // 0: transaction at epoch 3
+	if _, err := l.AppendMarker(1, 4, 0, true, v2); err != nil {
+		t.Fatal(err) // 1: its commit at the bumped epoch
+	}
+	if _, err := l.AppendMarker(1, 4, 0, true, v2); err != nil {
+		t.Fatalf("a retried marker with nothing open: %v, want it written", err) // 2
+	}
+	appendHW(t, l, txnBatch(1, 4, 0, 1)) // 3: the next transaction, at epoch 4
+	if _, err := l.AppendMarker(1, 4, 0, false, v2); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("a late marker at the open transaction's epoch: %v, want ErrInvalidProducerEpoch", err)
+	}
+	// Version 0/1 markers carry the records' epoch: accepted at it.
+	if _, err := l.AppendMarker(1, 4, 0, false, AppendOptions{}); err != nil {
+		t.Fatalf("a version 1 marker at the records' epoch: %v", err)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	checkLSO(t, l, l.LogEndOffset())
+}
+
 // TestTxnAbortedLookup checks the fetch-range rule: entries whose marker
 // is at or after the fetch offset and that began before its end.
 func TestTxnAbortedLookup(t *testing.T) {

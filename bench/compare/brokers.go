@@ -79,6 +79,7 @@ type brokerProc struct {
 	kind    BrokerKind
 	addr    string
 	dataDir string
+	metrics string // Sluice's metrics listener (broker-side latency); "" for the others
 	cmd     *exec.Cmd
 	log     *os.File
 	exited  chan error
@@ -100,7 +101,13 @@ func (e *brokerEnv) startBroker(ctx context.Context, kind BrokerKind, tag string
 	b := &brokerProc{kind: kind, addr: fmt.Sprintf("127.0.0.1:%d", port), dataDir: dataDir, exited: make(chan error, 1)}
 	switch kind {
 	case Sluice:
-		b.cmd = exec.Command(e.sluice, "serve", "--listen", b.addr, "--data-dir", dataDir, "--log-level", "warn")
+		mport, err := freePort()
+		if err != nil {
+			os.RemoveAll(dataDir)
+			return nil, err
+		}
+		b.metrics = fmt.Sprintf("127.0.0.1:%d", mport)
+		b.cmd = exec.Command(e.sluice, "serve", "--listen", b.addr, "--data-dir", dataDir, "--log-level", "warn", "--metrics", b.metrics)
 		if e.extraProps != nil {
 			// Beside the data directory, not in it: the broker reads that.
 			path := dataDir + ".properties"

@@ -147,7 +147,7 @@ func Workloads(o Options) []Workload {
 					c.Partitions, c.Rate = 4, 20000
 				}),
 				Brokers: all,
-				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
+				Metrics: []string{"ack_p50", "ack_p99", "ack_p999", "e2e_p50", "e2e_p99", "e2e_p999", "broker_p50", "broker_p99", "broker_p999", "cpu_s", "client_cpu_s", "recs_per_produce", "recs_per_fetch", "rss_mb"},
 			},
 			Workload{
 				Name:  "many-producers",
@@ -517,6 +517,7 @@ func runOne(ctx context.Context, env *brokerEnv, o Options, w Workload, kind Bro
 	cfg := w.Config
 	cfg.Brokers = []string{b.addr}
 	cfg.Topic = "bench-" + w.Name
+	cfg.BrokerMetrics = b.metrics
 	hooks := bench.Hooks{BeforeRead: func() {
 		// A catch-up run's cost is its read phase's: start counting anew.
 		if st, err := ReadProcStats(b.pid()); err == nil {
@@ -589,6 +590,9 @@ func latencyMetric(label, short string, pick func(*bench.Result) bench.LatencySu
 func ack(r *bench.Result) bench.LatencySummary    { return r.ProduceLatency }
 func e2e(r *bench.Result) bench.LatencySummary    { return r.EndToEnd }
 func commit(r *bench.Result) bench.LatencySummary { return r.CommitLatency }
+func brokerProduce(r *bench.Result) bench.LatencySummary {
+	return r.BrokerLatency["Produce"]
+}
 
 var metricDefs = map[string]metricDef{
 	"produce_mbps": {label: "produce MB/s", short: "produce MB/s", unit: "MB/s", higher: true, get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
@@ -609,14 +613,18 @@ var metricDefs = map[string]metricDef{
 		}
 		return resultValue(r, func(res *bench.Result) float64 { return res.Consume.MBPerSec / l.SendfileMBps })
 	}},
-	"ack_p50":    latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
-	"ack_p99":    latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
-	"ack_p999":   latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
-	"e2e_p50":    latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
-	"e2e_p99":    latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
-	"e2e_p999":   latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
-	"commit_p50": latencyMetric("commit p50 ms", "commit p50", commit, "p50"),
-	"commit_p99": latencyMetric("commit p99 ms", "commit p99", commit, "p99"),
+	"ack_p50":  latencyMetric("produce-ack p50 ms", "ack p50", ack, "p50"),
+	"ack_p99":  latencyMetric("produce-ack p99 ms", "ack p99", ack, "p99"),
+	"ack_p999": latencyMetric("produce-ack p99.9 ms", "ack p99.9", ack, "p99.9"),
+	"e2e_p50":  latencyMetric("end-to-end p50 ms", "e2e p50", e2e, "p50"),
+	"e2e_p99":  latencyMetric("end-to-end p99 ms", "e2e p99", e2e, "p99"),
+	"e2e_p999": latencyMetric("end-to-end p99.9 ms", "e2e p99.9", e2e, "p99.9"),
+	// Broker-side produce latency (Sluice only: its /debug/latency).
+	"broker_p50":  latencyMetric("broker-side produce p50 ms", "broker p50", brokerProduce, "p50"),
+	"broker_p99":  latencyMetric("broker-side produce p99 ms", "broker p99", brokerProduce, "p99"),
+	"broker_p999": latencyMetric("broker-side produce p99.9 ms", "broker p99.9", brokerProduce, "p99.9"),
+	"commit_p50":  latencyMetric("commit p50 ms", "commit p50", commit, "p50"),
+	"commit_p99":  latencyMetric("commit p99 ms", "commit p99", commit, "p99"),
 	"cpu_s": {label: "broker CPU s", short: "cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.CPUSeconds, r.Result != nil && r.CPUSeconds > 0
 	}},

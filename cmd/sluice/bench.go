@@ -56,11 +56,33 @@ reports throughput and produce-ack / end-to-end latency percentiles.
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
 	zc := fs.Bool("zcprobe", false, "trace the broker with eBPF and report its zero-copy fraction (root; finds the pid listening on the first broker address)")
 	zcPid := fs.Int("zcprobe-pid", 0, "pid to trace with --zcprobe instead of the listener's")
+	quiet := bench.Quiet{}
+	brokerCPUs := fs.String("broker-cpus", "", "pin every broker thread to these CPUs (taskset -c syntax; root; finds the pid listening on the first broker address)")
+	clientCPUs := fs.String("client-cpus", "", "pin this load generator to these CPUs (taskset -c syntax)")
+	fs.IntVar(&quiet.BrokerFIFO, "broker-fifo", 0, "run the broker's threads under SCHED_FIFO at this priority (1-99) for the run, then back to SCHED_OTHER (root)")
+	fs.IntVar(&quiet.ClientFIFO, "client-fifo", 0, "run this load generator under SCHED_FIFO at this priority (1-99; root)")
+	fs.IntVar(&quiet.BrokerPid, "broker-pid", 0, "the broker's pid for --broker-cpus/--broker-fifo instead of the listener's")
+	fs.IntVar(&quiet.ClientGOMAXPROCS, "client-gomaxprocs", 0, "GOMAXPROCS of this load generator (0 = leave)")
+	fs.IntVar(&quiet.ClientGOGC, "client-gogc", 0, "GOGC of this load generator (0 = leave)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	var err error
+	if quiet.BrokerCPUs, err = bench.ParseCPUList(*brokerCPUs); err != nil {
+		return err
+	}
+	if quiet.ClientCPUs, err = bench.ParseCPUList(*clientCPUs); err != nil {
+		return err
+	}
+	if quiet.Active() {
+		undo, err := quiet.Apply(cfg.Brokers[0])
+		defer undo()
+		if err != nil {
+			return err
+		}
 	}
 	var probe *bench.ZeroCopyProbe
 	if *zc || *zcPid != 0 {

@@ -47,8 +47,9 @@ func usage() {
 
 Usage:
   sluice serve [flags]    run a broker (sluice serve -h for flags)
-  sluice format --cluster-id ID --config FILE
-                          write a cluster node's meta.properties
+  sluice format --cluster-id ID --config FILE [--add-scram 'SCRAM-SHA-512=[name=N,password=P]']
+                          write a cluster node's meta.properties (and
+                          SCRAM credentials for the first metadata)
   sluice bench [flags]    load-test any Kafka-compatible broker (sluice bench -h)
   sluice version          print the version
 `)

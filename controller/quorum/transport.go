@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type TCPTransport struct {
 	report    func(to uint64, unreachable bool, snapshotFailed bool)
 
 	ln net.Listener
+	// dial opens connections to peers (SetDialer); nil dials plain TCP.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 
 	mu struct {
 		sync.Mutex
@@ -56,9 +59,11 @@ type peer struct {
 const (
 	peerQueue = 4096
 	// maxMessage bounds an inbound frame (snapshots of the image included).
-	maxMessage   = 256 << 20
-	dialTimeout  = time.Second
-	writeTimeout = 5 * time.Second
+	maxMessage  = 256 << 20
+	dialTimeout = time.Second
+	// securedDialTimeout bounds a connect, TLS handshake and SASL login.
+	securedDialTimeout = 3 * time.Second
+	writeTimeout       = 5 * time.Second
 )
 
 // NewTCPTransport listens on addr. deliver receives inbound messages;
@@ -81,6 +86,24 @@ func NewTCPTransportOn(id uint64, clusterID string, ln net.Listener, log *slog.L
 	t.wg.Add(1)
 	go t.accept()
 	return t
+}
+
+// SetDialer makes the transport open its connections to peers with dial
+// (TLS and SASL on a secured controller listener). Call it before the
+// first SetPeer.
+func (t *TCPTransport) SetDialer(dial func(ctx context.Context, addr string) (net.Conn, error)) {
+	t.dial = dial
+}
+
+// dialPeer opens a connection to addr within dialTimeout, or
+// securedDialTimeout through a dialer (TLS and SASL follow the connect).
+func (t *TCPTransport) dialPeer(addr string) (net.Conn, error) {
+	if t.dial == nil {
+		return net.DialTimeout("tcp", addr, dialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), securedDialTimeout)
+	defer cancel()
+	return t.dial(ctx, addr)
 }
 
 // Addr is the bound listener address.
@@ -158,7 +181,7 @@ func (t *TCPTransport) runPeer(p *peer) {
 		case m = <-p.queue:
 		}
 		if conn == nil {
-			c, err := net.DialTimeout("tcp", p.addr, dialTimeout)
+			c, err := t.dialPeer(p.addr)
 			if err != nil {
 				t.report(p.id, true, m.GetType() == pb.MsgSnap)
 				continue

@@ -16,13 +16,12 @@ func (c *Coordinator) AbortTimedOut() {
 			c.mu.Unlock()
 			continue
 		}
-		s, err := m.snapshot().bumped(c.cfg.NewProducerID)
+		s, err := m.snapshot().abortBumped(c.cfg.NewProducerID, c.clock.Now().UnixMilli())
 		if err != nil {
 			c.mu.Unlock()
 			c.log.Error("cannot abort a timed-out transaction", "transactional_id", m.id, "err", err)
 			continue
 		}
-		s.state, s.updateMs = PrepareAbort, c.clock.Now().UnixMilli()
 		m.pending = true
 		c.mu.Unlock()
 		c.log.Info("aborting a timed-out transaction", "transactional_id", m.id, "producer_id", s.pid, "epoch", s.epoch)

@@ -16,7 +16,10 @@ type MarkerRequest struct {
 	ProducerEpoch    int16
 	CoordinatorEpoch int32 // refuses the markers of a coordinator that lost its place
 	Commit           bool
-	Partitions       []TopicPartition
+	// TransactionVersion is 2 for a transaction on version 2 (its epoch
+	// was bumped for the markers), 0 otherwise; WriteTxnMarkers v2 carries it.
+	TransactionVersion int8
+	Partitions         []TopicPartition
 }
 
 // MarkerWriter writes markers on the partitions' leaders. Write must not
@@ -43,10 +46,14 @@ func (c *Coordinator) markerRequestLocked(m *txnMeta) (MarkerRequest, bool) {
 	if !c.ownedLocked(m) || !m.state.preparing() {
 		return MarkerRequest{}, false
 	}
-	return MarkerRequest{
+	r := MarkerRequest{
 		TransactionalID: m.id, ProducerID: m.pid, ProducerEpoch: m.epoch,
 		CoordinatorEpoch: m.part.epoch, Commit: m.state == PrepareCommit, Partitions: m.sortedParts(),
-	}, true
+	}
+	if m.tv2 {
+		r.TransactionVersion = 2
+	}
+	return r, true
 }
 
 func (c *Coordinator) writeMarkers(m *txnMeta, req MarkerRequest) {

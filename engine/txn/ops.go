@@ -126,11 +126,10 @@ func (c *Coordinator) initTransitionLocked(m *txnMeta, req InitRequest) (*snapsh
 	if m.state == Ongoing {
 		// Fence the producer: abort at the next epoch. That epoch is never
 		// handed out; the client's retry bumps again.
-		s, err := s.bumped(c.cfg.NewProducerID)
+		s, err := s.abortBumped(c.cfg.NewProducerID, now)
 		if err != nil {
 			return nil, false, kerr.CoordinatorNotAvailable.Code
 		}
-		s.state = PrepareAbort
 		return &s, true, 0
 	}
 	if req.ProducerID >= 0 && m.epoch != noEpoch && req.ProducerEpoch != m.epoch {
@@ -361,10 +360,15 @@ func (c *Coordinator) prepare(m *txnMeta, req EndRequest) (*snapshot, int16) {
 	if req.Commit {
 		s.state = PrepareCommit
 	}
+	// The EndTxn decides the transaction's version, as in Kafka: an
+	// implicit add (Produce v12, TxnOffsetCommit v5) marked it version 2,
+	// but a producer ending it with EndTxn v4 gets no epoch bump, so its
+	// markers go out as version 1 at the records' epoch (a version 2
+	// marker at that epoch is refused by the leaders as a late one).
+	s.tv2 = req.TV2
 	if !req.TV2 {
 		return &s, 0
 	}
-	s.tv2 = true
 	if epochExhausted(s.epoch) {
 		pid, err := c.cfg.NewProducerID()
 		if err != nil {

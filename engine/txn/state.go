@@ -135,6 +135,26 @@ func (m *txnMeta) has(tp TopicPartition) bool {
 	return ok
 }
 
+// abortBumped is s aborting its open transaction at the next epoch, which
+// fences the producer that opened it (InitProducerId from another
+// instance, or the transaction timing out). The markers must carry the
+// producer id of the transaction's records, so when the epoch runs out the
+// id is not replaced now, as bumped would, but once the abort completes
+// (nextPid), as an EndTxn on transactions version 2 does: the markers go
+// out at the largest epoch, which nothing else uses.
+func (s snapshot) abortBumped(newPid func() (int64, error), now int64) (snapshot, error) {
+	if epochExhausted(s.epoch) {
+		pid, err := newPid()
+		if err != nil {
+			return s, err
+		}
+		s.nextPid = pid
+	}
+	s.lastEpoch, s.epoch = s.epoch, s.epoch+1
+	s.state, s.updateMs = PrepareAbort, now
+	return s, nil
+}
+
 // bumped is s with the next epoch of the same producer id, or a new
 // producer id at epoch 0 when the epoch is exhausted.
 func (s snapshot) bumped(newPid func() (int64, error)) (snapshot, error) {

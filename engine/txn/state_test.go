@@ -332,6 +332,60 @@ func TestTransactionsVersion2RotatesAtLastEpoch(t *testing.T) {
 	wantCode(t, "new id adds", h.c.AddPartitions("a", r.ProducerID, 0, []TopicPartition{tp0}), 0)
 }
 
+// TestFencedAtLastEpochMarkersKeepTheProducerID: an open transaction
+// aborted at the last usable epoch — by another instance's InitProducerId
+// or by its timeout — gets its markers under the producer id its records
+// carry, at the largest epoch, and the id is replaced only once the abort
+// is complete. Replacing it first (as a plain bump does) sent the markers
+// under the new id, and the records' open transaction never ended: a
+// hanging transaction holding the last stable offset back for good.
+func TestFencedAtLastEpochMarkersKeepTheProducerID(t *testing.T) {
+	for _, how := range []string{"init", "timeout"} {
+		t.Run(how, func(t *testing.T) {
+			h := newHarness(t)
+			p := h.init("a")
+			h.c.mu.Lock()
+			h.c.mu.txns["a"].epoch = math.MaxInt16 - 1
+			h.c.mu.Unlock()
+			wantCode(t, "add", h.c.AddPartitions("a", p.ProducerID, math.MaxInt16-1, []TopicPartition{tp0}), 0)
+			if how == "init" {
+				r := h.c.InitProducerID(InitRequest{TransactionalID: "a", TimeoutMs: 60000, ProducerID: -1, ProducerEpoch: -1})
+				wantCode(t, "init over an open transaction", r.ErrorCode, kerr.ConcurrentTransactions.Code)
+			} else {
+				h.clock.Advance(2 * time.Minute)
+				h.c.AbortTimedOut()
+			}
+			round := h.markers.take(t)
+			if round.req.Commit || round.req.ProducerID != p.ProducerID || round.req.ProducerEpoch != math.MaxInt16 {
+				t.Fatalf("markers: %+v; want an abort under the old id %d at the largest epoch", round.req, p.ProducerID)
+			}
+			round.done(nil)
+			r := h.init("a")
+			if r.ErrorCode != 0 || r.ProducerID == p.ProducerID {
+				t.Fatalf("init after the abort: %+v; want a new producer id", r)
+			}
+			wantCode(t, "the new id adds", h.c.AddPartitions("a", r.ProducerID, r.ProducerEpoch, []TopicPartition{tp0}), 0)
+		})
+	}
+}
+
+// TestEndTxnDecidesTheVersion: a transaction an implicit add marked
+// version 2 but ended by a version 1 EndTxn gets no epoch bump, and its
+// markers say version 1 (leaders refuse a version 2 marker at the
+// records' epoch; TestTxnV1EndAfterV2OffsetCommit is the same end to end).
+func TestEndTxnDecidesTheVersion(t *testing.T) {
+	h := newHarness(t)
+	p := h.init("a")
+	wantCode(t, "implicit add", h.c.AddPartitionsImplicitly("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp0}), 0)
+	r := h.c.EndTxn(EndRequest{TransactionalID: "a", ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, Commit: true})
+	wantCode(t, "end v1", r.ErrorCode, 0)
+	round := h.markers.take(t)
+	if round.req.ProducerEpoch != p.ProducerEpoch || round.req.TransactionVersion != 0 {
+		t.Fatalf("markers: %+v; want version 0 at the records' epoch %d", round.req, p.ProducerEpoch)
+	}
+	round.done(nil)
+}
+
 func TestLoadRestoresState(t *testing.T) {
 	h := newHarness(t)
 	p := h.init("a")

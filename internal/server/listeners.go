@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/engine"
+	"github.com/sluice-broker/sluice/metadata"
 	"github.com/sluice-broker/sluice/netpoll"
 	"github.com/sluice-broker/sluice/security/sasl"
 	"github.com/sluice-broker/sluice/security/tlsconf"
@@ -80,7 +81,7 @@ func bindListeners(cfg *engine.Config) ([]*listenerSec, error) {
 // primaryListener is the inter-broker listener (else the first).
 func primaryListener(cfg *engine.Config, ls []*listenerSec) *listenerSec {
 	for _, l := range ls {
-		if l.Name == strings.ToUpper(cfg.InterBrokerListenerName) {
+		if l.Name == cfg.InterBrokerName() {
 			return l
 		}
 	}
@@ -93,8 +94,12 @@ func closeListeners(ls []*listenerSec) {
 	}
 }
 
+// scramSource looks SCRAM credentials up: the broker's image, or on the
+// controller listener the controller's.
+type scramSource func(user string, mechanism int8) (metadata.ScramCredential, bool)
+
 // secure builds each listener's TLS and SASL from cfg's security keys.
-func secure(cfg *engine.Config, ls []*listenerSec, b *engine.Broker, log *slog.Logger) error {
+func secure(cfg *engine.Config, ls []*listenerSec, scram scramSource, log *slog.Logger) error {
 	for _, l := range ls {
 		get := func(k string) string { return cfg.SecurityValue(l.Name, k) }
 		if l.Protocol == engine.ProtocolSSL || l.Protocol == engine.ProtocolSASLSSL {
@@ -108,7 +113,7 @@ func secure(cfg *engine.Config, ls []*listenerSec, b *engine.Broker, log *slog.L
 			}
 		}
 		if l.isSASL() {
-			if err := l.saslMechanisms(get, b, log); err != nil {
+			if err := l.saslMechanisms(get, scram, log); err != nil {
 				return fmt.Errorf("listener %s: %w", l.Name, err)
 			}
 		}
@@ -118,7 +123,7 @@ func secure(cfg *engine.Config, ls []*listenerSec, b *engine.Broker, log *slog.L
 
 // saslMechanisms builds the listener's sasl.enabled.mechanisms (default
 // SCRAM-SHA-256,SCRAM-SHA-512).
-func (l *listenerSec) saslMechanisms(get tlsconf.Getter, b *engine.Broker, log *slog.Logger) error {
+func (l *listenerSec) saslMechanisms(get tlsconf.Getter, scram scramSource, log *slog.Logger) error {
 	names := get("sasl.enabled.mechanisms")
 	if strings.TrimSpace(names) == "" {
 		names = sasl.ScramSHA256 + "," + sasl.ScramSHA512
@@ -139,7 +144,7 @@ func (l *listenerSec) saslMechanisms(get tlsconf.Getter, b *engine.Broker, log *
 		l.maxReceive = int32(n)
 	}
 	lookup := func(user, mech string) (sasl.ScramCredential, bool) {
-		c, ok := b.ScramCredential(user, sasl.ScramMechanismType(mech))
+		c, ok := scram(user, sasl.ScramMechanismType(mech))
 		return sasl.ScramCredential{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}, ok
 	}
 	for _, n := range strings.Split(names, ",") {

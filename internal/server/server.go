@@ -74,7 +74,7 @@ func Start(o Options) (*Server, error) {
 		closeController(ctl)
 		return nil, err
 	}
-	if err := secure(&cfg, lss, b, o.Logger); err != nil {
+	if err := secure(&cfg, lss, b.ScramCredential, o.Logger); err != nil {
 		closeListeners(lss)
 		b.Close()
 		closeController(ctl)
@@ -130,7 +130,21 @@ func newBroker(cfg engine.Config, log *slog.Logger) (*engine.Broker, error) {
 	if err != nil {
 		return nil, err
 	}
+	dial, err := controllerDialer(&cfg, log) // interbroker.go
+	if err != nil {
+		return nil, err
+	}
+	if cfg.InterBroker.Dial == nil {
+		ib, err := interBrokerDialer(&cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		if ib != nil {
+			cfg.InterBroker.Dial, cfg.InterBroker.ClientOpts = ib.dialFunc(), ib.clientOpts()
+		}
+	}
 	link := controller.NewClient(addrs)
+	link.SetDialer(dial.dialFunc())
 	b, err := engine.NewInCluster(cfg, log, link)
 	if err != nil {
 		link.Close()
@@ -175,6 +189,7 @@ func (s *Server) startMetrics(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", s.Broker.Metrics().Handler())
+	mux.Handle("/debug/latency", s.Broker.Metrics().LatencyHandler()) // engine/metrics_latency.go
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go s.http.Serve(ln)
 	s.log.Info("metrics", "addr", ln.Addr().String())
@@ -366,6 +381,11 @@ func (c *conn) complete(r *engine.Response) {
 	}
 	if r.Mute > 0 {
 		c.mutedUntil.Store(time.Now().Add(r.Mute).UnixNano())
+	}
+	if len(r.Parts) == 0 && !r.Close { // a mute with nothing to write (acks=0 over a quota)
+		r.Release()
+		c.reply(nil)
+		return
 	}
 	c.reply(r)
 }

@@ -31,6 +31,19 @@ type InProc struct {
 	ClusterID string
 	Voters    string
 	Nodes     []*InProcNode
+	// clientOpts go to every client the harness makes (the security of
+	// a cluster whose listeners are not PLAINTEXT).
+	clientOpts []kgo.Opt
+}
+
+// InProcOptions are StartInProcessWith's.
+type InProcOptions struct {
+	// ClientOpts (TLS, SASL) go to every client the harness makes, its
+	// own waits included.
+	ClientOpts []kgo.Opt
+	// Bootstrap are records every node is formatted with (sluice format
+	// --add-scram).
+	Bootstrap []metadata.Record
 }
 
 // InProcNode is one node of an InProc cluster.
@@ -51,10 +64,16 @@ type InProcNode struct {
 // The nodes shut down when the test ends.
 func StartInProcess(t testing.TB, n int, extra ...string) *InProc {
 	t.Helper()
+	return StartInProcessWith(t, n, InProcOptions{}, extra...)
+}
+
+// StartInProcessWith is StartInProcess with options.
+func StartInProcessWith(t testing.TB, n int, o InProcOptions, extra ...string) *InProc {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a cluster: skipped under -short")
 	}
-	c := &InProc{t: t, ClusterID: metadata.NewClusterID()}
+	c := &InProc{t: t, ClusterID: metadata.NewClusterID(), clientOpts: o.ClientOpts}
 	var voters []string
 	for i := 1; i <= n; i++ {
 		nd := &InProcNode{ID: int32(i), Addr: freePort(t), ControllerAddr: freePort(t), DataDir: t.TempDir()}
@@ -76,6 +95,11 @@ func StartInProcess(t testing.TB, n int, extra ...string) *InProc {
 		}, nodeLines(extra, nd)...), "\n")
 		if _, err := metadata.LoadMetaProperties(nd.DataDir, nd.ID, c.ClusterID); err != nil {
 			t.Fatalf("format node %d: %v", nd.ID, err)
+		}
+		if len(o.Bootstrap) > 0 {
+			if err := metadata.WriteBootstrap(nd.DataDir, o.Bootstrap); err != nil {
+				t.Fatalf("format node %d: %v", nd.ID, err)
+			}
 		}
 	}
 	t.Cleanup(func() {
@@ -175,7 +199,7 @@ func (c *InProc) Bootstrap() []string {
 // Client is a franz-go client bootstrapped from the running nodes, closed
 // when the test ends.
 func (c *InProc) Client(opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, c.clientOpts...), opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -188,7 +212,7 @@ func (c *InProc) WaitBrokers(n int, timeout time.Duration) {
 	c.t.Helper()
 	c.WaitFor(timeout, fmt.Sprintf("%d brokers", n), func() bool {
 		for _, nd := range c.Nodes {
-			if !nd.Running() || nd.brokers() != n {
+			if !nd.Running() || nd.brokers(c.clientOpts) != n {
 				return false
 			}
 		}
@@ -204,8 +228,8 @@ func (c *InProc) WaitFor(timeout time.Duration, what string, cond func() bool) {
 
 // brokers counts the brokers a Metadata request to this node lists, -1 if
 // it does not answer.
-func (nd *InProcNode) brokers() int {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr))
+func (nd *InProcNode) brokers(opts []kgo.Opt) int {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(nd.Addr)}, opts...)...)
 	if err != nil {
 		return -1
 	}

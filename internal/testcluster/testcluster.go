@@ -41,6 +41,8 @@ type Cluster struct {
 	Nodes     []*Node
 	// Voters is controller.quorum.voters.
 	Voters string
+	// clientOpts are Options.ClientOpts.
+	clientOpts []kgo.Opt
 }
 
 // Node is one sluice process.
@@ -63,7 +65,8 @@ type Node struct {
 
 // Options adjust a cluster.
 type Options struct {
-	// Extra lines appended to every node's config file.
+	// Extra lines appended to every node's config file, {PLAINTEXT} and
+	// {CONTROLLER} replaced by the node's addresses.
 	Extra []string
 	// Roles, when set, is each node's process.roles ("broker",
 	// "controller" or "broker,controller"; one per node, in id order);
@@ -71,6 +74,12 @@ type Options struct {
 	// controller role; broker-only nodes find them through
 	// controller.quorum.voters too.
 	Roles []string
+	// FormatArgs are more `sluice format` flags for every node
+	// (--add-scram).
+	FormatArgs []string
+	// ClientOpts (TLS, SASL) go to every client the harness makes, its
+	// own waits included: a cluster whose listeners are not PLAINTEXT.
+	ClientOpts []kgo.Opt
 }
 
 // IsBroker reports whether the node serves clients (its roles include
@@ -147,7 +156,7 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	if testing.Short() {
 		t.Skip("starts a cluster of processes: skipped under -short")
 	}
-	c := &Cluster{t: t, bin: Binary(t), ClusterID: "sluice-test-" + fmt.Sprint(time.Now().UnixNano()%1e9)}
+	c := &Cluster{t: t, bin: Binary(t), ClusterID: "sluice-test-" + fmt.Sprint(time.Now().UnixNano()%1e9), clientOpts: opts.ClientOpts}
 	var voters []string
 	brokers := 0
 	for i := 1; i <= n; i++ {
@@ -168,7 +177,7 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	c.Voters = strings.Join(voters, ",")
 	for _, nd := range c.Nodes {
 		nd.ConfigPath = c.WriteConfig(nd, nd.Roles, "controller.quorum.voters="+c.Voters, opts.Extra...)
-		c.Format(nd.ConfigPath, c.ClusterID)
+		c.Format(nd.ConfigPath, c.ClusterID, opts.FormatArgs...)
 	}
 	t.Cleanup(func() {
 		for _, nd := range c.Nodes {
@@ -218,7 +227,9 @@ func (c *Cluster) WriteConfig(nd *Node, roles string, quorum string, extra ...st
 		"group.initial.rebalance.delay.ms=0",
 		"offsets.topic.num.partitions=3",
 	}
-	lines = append(lines, extra...)
+	for _, l := range extra { // {PLAINTEXT} and {CONTROLLER} are the node's addresses, as in StartInProcess
+		lines = append(lines, strings.NewReplacer("{PLAINTEXT}", nd.Addr, "{CONTROLLER}", nd.ControllerAddr).Replace(l))
+	}
 	path := filepath.Join(nd.DataDir, "..", fmt.Sprintf("node%d-%d.properties", nd.ID, time.Now().UnixNano()))
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		c.t.Fatal(err)
@@ -226,9 +237,9 @@ func (c *Cluster) WriteConfig(nd *Node, roles string, quorum string, extra ...st
 	return path
 }
 
-// Format runs `sluice format` for a config.
-func (c *Cluster) Format(config, clusterID string) {
-	out, err := exec.Command(c.bin, "format", "--cluster-id", clusterID, "--config", config).CombinedOutput()
+// Format runs `sluice format` for a config, with more flags if given.
+func (c *Cluster) Format(config, clusterID string, more ...string) {
+	out, err := exec.Command(c.bin, append([]string{"format", "--cluster-id", clusterID, "--config", config}, more...)...).CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("sluice format: %v\n%s", err, out)
 	}
@@ -265,7 +276,7 @@ func (c *Cluster) Bootstrap() []string {
 
 // Client is a franz-go client of the running nodes.
 func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...)}, c.clientOpts...), opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -286,7 +297,7 @@ func (c *Cluster) Node(id int32) *Node {
 
 // Metadata asks node nd for the cluster's metadata (all topics).
 func (c *Cluster) Metadata(nd *Node) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr), kgo.MetadataMinAge(10*time.Millisecond))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(nd.Addr), kgo.MetadataMinAge(10 * time.Millisecond)}, c.clientOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,6 +221,31 @@ func (c *cluster) txnCoordinator(id string) (int32, error) {
 	return r.NodeID, nil
 }
 
+// partitionLeader is the leader of "<topic> <partition>".
+func (c *cluster) partitionLeader(key string) (int32, error) {
+	topic, ps, _ := strings.Cut(key, " ")
+	p, err := strconv.Atoi(strings.TrimSpace(ps))
+	if err != nil {
+		return -1, fmt.Errorf("partition %q: %w", key, err)
+	}
+	adm, err := c.admin()
+	if err != nil {
+		return -1, err
+	}
+	defer adm.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return -1, err
+	}
+	pd, ok := td[topic].Partitions[int32(p)]
+	if !ok || pd.Leader < 0 {
+		return -1, fmt.Errorf("%s-%d: no leader (%v)", topic, p, td[topic].Err)
+	}
+	return pd.Leader, nil
+}
+
 // restarter serves one scenario's broker stop and start requests; it
 // remembers the node it stopped and what happened, for the "restart" cell.
 type restarter struct {
@@ -227,6 +253,7 @@ type restarter struct {
 	stopped *broker
 	why     string // whose node it stopped
 	stopDur time.Duration
+	killed  bool   // stopped by SIGKILL rather than SIGTERM
 	lines   []line // the driver's own results for the scenario
 }
 
@@ -235,6 +262,10 @@ type restarter struct {
 //	broker stop <group>   SIGTERM the coordinator of group (controlled
 //	                      shutdown), wait for exit 0; reply "stopped node <id> …"
 //	broker stop-txn <id>  the same for the coordinator of a transactional id
+//	broker kill-txn <id>  SIGKILL the coordinator of a transactional id and
+//	                      wait for it to be gone; reply "killed node <id> …"
+//	broker kill-leader <topic> <partition>
+//	                      the same for the leader of a partition
 //	broker start          start it again, wait until it is back in every
 //	                      ISR; reply "started node <id> …"
 //
@@ -246,6 +277,10 @@ func (r *restarter) control(req string) string {
 		return r.stop(strings.TrimSpace(arg), "group", r.c.coordinator)
 	case "stop-txn":
 		return r.stop(strings.TrimSpace(arg), "transactional id", r.c.txnCoordinator)
+	case "kill-txn":
+		return r.kill(strings.TrimSpace(arg), "coordinator of transactional id", r.c.txnCoordinator)
+	case "kill-leader":
+		return r.kill(strings.TrimSpace(arg), "leader of partition", r.c.partitionLeader)
 	case "start":
 		return r.start()
 	}
@@ -274,6 +309,25 @@ func (r *restarter) stop(key, kind string, find func(string) (int32, error)) str
 	return "stopped " + r.why
 }
 
+// kill SIGKILLs the node that is role of key (as find looks it up): a
+// crash, nothing flushed or handed over. It is an error when there is no
+// such node.
+func (r *restarter) kill(key, role string, find func(string) (int32, error)) string {
+	if r.stopped != nil {
+		return r.fail("a node is already stopped")
+	}
+	id, err := find(key)
+	if err != nil || r.c.node(id) == nil {
+		return r.fail(fmt.Sprintf("no %s %s to kill: %v", role, key, err))
+	}
+	r.why = fmt.Sprintf("node %d, %s %s", id, role, key)
+	log.Printf("killing %s", r.why)
+	b := r.c.node(id)
+	b.kill()
+	r.stopped, r.killed = b, true
+	return "killed " + r.why + " (SIGKILL)"
+}
+
 func (r *restarter) start() string {
 	b := r.stopped
 	if b == nil {
@@ -287,9 +341,12 @@ func (r *restarter) start() string {
 		return r.fail(fmt.Sprintf("%s: after the restart: %v", r.why, err))
 	}
 	r.stopped = nil
+	how := fmt.Sprintf("controlled shutdown (SIGTERM, exit 0) in %.1fs", r.stopDur.Seconds())
+	if r.killed {
+		how = "SIGKILLed"
+	}
 	r.lines = append(r.lines, line{"pass", "restart", fmt.Sprintf(
-		"%s: controlled shutdown (SIGTERM, exit 0) in %.1fs; started again, back in every ISR after %.1fs",
-		r.why, r.stopDur.Seconds(), time.Since(start).Seconds())})
+		"%s: %s; started again, back in every ISR after %.1fs", r.why, how, time.Since(start).Seconds())})
 	return fmt.Sprintf("started node %d again, back in every ISR", b.id)
 }
 

@@ -246,8 +246,15 @@ type broker struct {
 }
 
 // brokerProperties speeds up group formation (the scenarios form dozens of
-// groups) and keeps everything else at Kafka's defaults.
+// groups) and keeps everything else at Kafka's defaults, except for an
+// authorizer that changes nothing for the other scenarios (the plaintext
+// clients are User:ANONYMOUS, a super user; the secured ones may use
+// whatever has no ACL): without one the ACL APIs answer SECURITY_DISABLED,
+// as Kafka's do, and kafka-acls has nothing to talk to.
 const brokerProperties = `group.initial.rebalance.delay.ms=100
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS
+allow.everyone.if.no.acl.found=true
 `
 
 func startBroker(bin, work, logLevel string) (*broker, error) {

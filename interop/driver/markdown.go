@@ -25,6 +25,16 @@ func renderMarkdown(results []scenarioResult, now time.Time) string {
 	b.WriteString("\n## Kafka tools\n\n")
 	toolTable(&b, results, tableTools)
 
+	b.WriteString("\n## Security\n\n")
+	b.WriteString("The single broker also serves a SASL_SSL listener (SCRAM-SHA-512) and an SSL listener\n")
+	b.WriteString("that requires client certificates, with a CA and keys made for the run\n")
+	b.WriteString("(interop/driver/security.go). The Java client and Kafka's CLI over them are in the tools\n")
+	b.WriteString("table (java-security).\n\n")
+	clientTable(&b, results, tableSecurity, securityCaps)
+	b.WriteString("\n")
+	for _, c := range securityCaps {
+		fmt.Fprintf(&b, "- **%s**: %s.\n", c.title, c.meaning)
+	}
 	b.WriteString("\n## Three-broker cluster\n\n")
 	b.WriteString("The same clients against three `sluice serve` processes, each a broker and a controller\n")
 	b.WriteString("voter (process.roles=broker,controller, one `sluice format` cluster id, README's three-node\n")

@@ -149,6 +149,43 @@ func matrix() []scenario {
 				"SASL_SSL wrong password", "kafka-topics over SASL_SSL (client properties file)",
 				"mTLS produce/consume", "mTLS without a client certificate", "deleted SCRAM user"},
 		},
+		// The security table: each client against the secure listeners.
+		{
+			id: "confluent-kafka-security", client: "confluent-kafka (Python, librdkafka)", version: "2.16.1",
+			table: tableSecurity, dir: "interop/python",
+			argv:    []string{".venv/bin/python", "security.py"},
+			timeout: 2 * time.Minute, caps: securityCapIDs,
+		},
+		{
+			id: "kcat-security", client: "kcat (librdkafka)", version: "Debian kcat",
+			table: tableSecurity, dir: "interop/kcat",
+			argv:    []string{"python3", "security.py"},
+			timeout: 3 * time.Minute, caps: securityCapIDs,
+		},
+		{
+			id: "kafkajs-security", client: "KafkaJS", version: "2.2.4",
+			table: tableSecurity, dir: "interop/node",
+			argv:    []string{"node", "security.js"},
+			timeout: 3 * time.Minute, caps: securityCapIDs,
+		},
+		{
+			id: "sarama-security", client: "IBM/sarama", version: "v1.61.1",
+			table: tableSecurity, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "sarama", "-security"},
+			timeout: 2 * time.Minute, caps: securityCapIDs,
+		},
+		{
+			id: "kafka-go-security", client: "segmentio/kafka-go", version: "v0.4.51",
+			table: tableSecurity, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "kafka-go", "-security"},
+			timeout: 2 * time.Minute, caps: securityCapIDs,
+		},
+		{
+			id: "franz-go-security", client: "twmb/franz-go", version: "v1.22.3",
+			table: tableSecurity, dir: "interop/go",
+			argv:    []string{"go", "run", ".", "-client", "franz-go", "-security"},
+			timeout: 3 * time.Minute, caps: securityCapIDs, // a refused franz-go client retries until its timeouts
+		},
 		{
 			id: "dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",
 			table: tableTools, dir: "interop/java",
@@ -167,6 +204,23 @@ func matrix() []scenario {
 		},
 	}
 }
+
+// tableSecurity is the clients against the single broker's SASL_SSL and
+// mutual-TLS listeners (security.go): one row per client, one column per
+// securityCaps entry.
+const tableSecurity = "security-clients"
+
+// securityCaps are the security table's columns, in order.
+var securityCaps = []capability{
+	{"scram-user", "SCRAM user", "on the PLAINTEXT listener, makes a SCRAM-SHA-512 credential for a user of its own with the client's AlterUserScramCredentials (KafkaJS and kcat have none: Kafka's kafka-configs --add-config) and sees it described"},
+	{"sasl-ssl", "SASL_SSL SCRAM-SHA-512", "over the SASL_SSL listener (the broker's certificate verified against the run's CA, SCRAM-SHA-512 as that user): creates a topic, produces 50 keyed records with acks=all and consumes them in a consumer group, exactly (count, order, key, value)"},
+	{"wrong-password", "wrong password", "the same user with a wrong password: the producer and a consumer of the topic above are refused with the client's SASL authentication error, and the consumer gets no record"},
+	{"mtls", "mutual TLS", "over the SSL listener that requires client certificates, presenting the run's client certificate: creates a topic, produces 50 records with acks=all and consumes them in a group, exactly"},
+	{"mtls-no-cert", "TLS, no certificate", "on that listener without a client certificate: refused (the TLS handshake fails), no record"},
+	{"deleted-user", "deleted user", "after the credential is deleted (DeleteUserScramCredentials, or kafka-configs --delete-config), the right password is refused with the SASL authentication error and no record"},
+}
+
+var securityCapIDs = []string{"scram-user", "sasl-ssl", "wrong-password", "mtls", "mtls-no-cert", "deleted-user"}
 
 // The cluster half of the matrix (cluster.go): every client runs its
 // cluster scenario against three brokers.
@@ -247,6 +301,13 @@ func clusterMatrix() []scenario {
 			argv:    javaArgv("sluice.interop.ClusterTxnScenario"),
 			timeout: 3 * time.Minute,
 			caps:    []string{"transactions, coordinator stopped", "restart"},
+		},
+		{
+			id: "cluster-kafka-streams", client: "Kafka Streams (kafka-streams)", version: "4.4.0",
+			table: tableClusterTools, dir: "interop/java",
+			argv:    javaArgv("sluice.interop.ClusterStreamsScenario"),
+			timeout: 5 * time.Minute,
+			caps:    []string{"eos-v2 word count, broker SIGKILLed", "restart"},
 		},
 		{
 			id: "cluster-dump-log", client: "kafka-dump-log (DumpLogSegments)", version: "4.4.0",

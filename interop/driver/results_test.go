@@ -97,3 +97,25 @@ func TestReportAndMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownSecurityTable: a client's security scenario is a row of the
+// security table, one column per securityCaps entry, not a row of the
+// clients table.
+func TestMarkdownSecurityTable(t *testing.T) {
+	r := scenarioResult{scenario: scenario{id: "x-security", client: "Client X", version: "pinned", table: tableSecurity, caps: securityCapIDs},
+		lines: []line{{"pass", "scram-user", "made"}, {"pass", "sasl-ssl", "50 records"}, {"skip", "wrong-password", "client bug"}}}
+	r.finish()
+	md := renderMarkdown([]scenarioResult{r}, time.Unix(0, 0))
+	security := md[strings.Index(md, "## Security"):]
+	for _, want := range []string{
+		"| client | version | SCRAM user | SASL_SSL SCRAM-SHA-512 | wrong password | mutual TLS | TLS, no certificate | deleted user |",
+		"| Client X | pinned | pass | pass | skip | **FAIL** | **FAIL** | **FAIL** |",
+	} {
+		if !strings.Contains(security, want) {
+			t.Errorf("security section lacks %q:\n%s", want, security)
+		}
+	}
+	if clients := md[:strings.Index(md, "## Security")]; strings.Contains(clients, "Client X") {
+		t.Errorf("the security scenario is a row of another table:\n%s", clients)
+	}
+}

@@ -18,14 +18,14 @@ type franz struct {
 	bootstrap string
 	admin     *kadm.Client
 	adminCl   *kgo.Client
+	secure    []kgo.Opt // TLS and SASL on a secure listener (security.go)
 }
 
-func newFranz(bootstrap string) *franz {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
-	if err != nil {
-		panic(err)
-	}
-	return &franz{bootstrap: bootstrap, adminCl: cl, admin: kadm.NewClient(cl)}
+func newFranz(bootstrap string, secure ...kgo.Opt) *franz {
+	f := &franz{bootstrap: bootstrap, secure: secure}
+	f.adminCl = f.client()
+	f.admin = kadm.NewClient(f.adminCl)
+	return f
 }
 
 func (f *franz) version() string     { return "franz-go " + moduleVersion("github.com/twmb/franz-go") }
@@ -33,7 +33,8 @@ func (f *franz) codecs() []string    { return []string{"none", "gzip", "snappy",
 func (f *franz) canIdempotent() bool { return true }
 func (f *franz) close()              { f.adminCl.Close() }
 func (f *franz) client(opts ...kgo.Opt) *kgo.Client {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...)}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(f.bootstrap, ",")...)}, f.secure...)
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		panic(err)
 	}

@@ -20,11 +20,25 @@ import (
 type kafkaGo struct {
 	addrs  []string
 	client *kafka.Client
+	// transport (Client, Writer) and dialer (Reader) carry TLS and SASL
+	// on a secure listener (security.go); nil: kafka-go's defaults.
+	transport *kafka.Transport
+	dialer    *kafka.Dialer
 }
 
 func newKafkaGo(bootstrap string) *kafkaGo {
 	addrs := strings.Split(bootstrap, ",")
 	return &kafkaGo{addrs: addrs, client: &kafka.Client{Addr: kafka.TCP(addrs...), Timeout: 20 * time.Second}}
+}
+
+// roundTripper is the Writer's transport: kafka-go's default unless the
+// client is on a secure listener (a nil *Transport in the interface would
+// not be the default).
+func (k *kafkaGo) roundTripper() kafka.RoundTripper {
+	if k.transport == nil {
+		return nil
+	}
+	return k.transport
 }
 
 func (k *kafkaGo) version() string {
@@ -127,6 +141,7 @@ func (k *kafkaGo) produce(ctx context.Context, topic, codec string, idempotent b
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(k.addrs...),
 		Topic:        topic,
+		Transport:    k.roundTripper(),
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
 		Compression:  kafkaGoCodec(codec),
@@ -193,7 +208,7 @@ func (k *kafkaGo) consume(ctx context.Context, topic string, n int) ([]record, e
 	for p := 0; p < parts; p++ {
 		r := kafka.NewReader(kafka.ReaderConfig{
 			Brokers: k.addrs, Topic: topic, Partition: p,
-			MaxWait: 200 * time.Millisecond,
+			MaxWait: 200 * time.Millisecond, Dialer: k.dialer,
 		})
 		wg.Add(1)
 		go func() {
@@ -248,6 +263,7 @@ func (k *kafkaGo) newMember(ctx context.Context, group, topic, strategy string) 
 	r := kafka.NewReader(kafka.ReaderConfig{
 		GroupBalancers:    []kafka.GroupBalancer{kafka.RangeGroupBalancer{}},
 		Brokers:           k.addrs,
+		Dialer:            k.dialer,
 		GroupID:           group,
 		Topic:             topic,
 		StartOffset:       kafka.FirstOffset,

@@ -21,6 +21,7 @@ var verbose = os.Getenv("INTEROP_DEBUG") != ""
 func main() {
 	name := flag.String("client", "franz-go", "sarama, kafka-go or franz-go")
 	cluster := flag.Bool("cluster", false, "run the cluster scenario (cluster.go) instead")
+	security := flag.Bool("security", false, "run the security scenario (security.go) instead")
 	flag.Parse()
 	bootstrap := os.Getenv("SLUICE_BOOTSTRAP")
 	if bootstrap == "" {
@@ -43,6 +44,9 @@ func main() {
 	run := runScenario
 	if *cluster {
 		run = runClusterScenario
+	}
+	if *security {
+		run = runSecurityScenario
 	}
 	if !run(ctx, *name, c) {
 		os.Exit(1)

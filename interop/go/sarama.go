@@ -19,6 +19,9 @@ type saramaClient struct {
 	addrs  []string
 	client sarama.Client
 	admin  sarama.ClusterAdmin
+	// secure, when set, puts every connection on a secure listener
+	// (security.go).
+	secure func(*sarama.Config)
 }
 
 func saramaConfig() *sarama.Config {
@@ -29,6 +32,15 @@ func saramaConfig() *sarama.Config {
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.Return.Errors = true
 	cfg.Metadata.AllowAutoTopicCreation = false
+	return cfg
+}
+
+// config is saramaConfig with the client's secure settings, if any.
+func (s *saramaClient) config() *sarama.Config {
+	cfg := saramaConfig()
+	if s.secure != nil {
+		s.secure(cfg)
+	}
 	return cfg
 }
 
@@ -43,7 +55,7 @@ func (s *saramaClient) connect() error {
 	if s.client != nil {
 		return nil
 	}
-	cl, err := sarama.NewClient(s.addrs, saramaConfig())
+	cl, err := sarama.NewClient(s.addrs, s.config())
 	if err != nil {
 		return err
 	}
@@ -143,7 +155,7 @@ func saramaCodec(codec string) sarama.CompressionCodec {
 }
 
 func (s *saramaClient) produce(ctx context.Context, topic, codec string, idempotent bool, recs []record) error {
-	cfg := saramaConfig()
+	cfg := s.config()
 	cfg.Producer.Compression = saramaCodec(codec)
 	if idempotent {
 		cfg.Producer.Idempotent = true
@@ -184,7 +196,7 @@ func fromSarama(m *sarama.ConsumerMessage) record {
 }
 
 func (s *saramaClient) consume(ctx context.Context, topic string, n int) ([]record, error) {
-	c, err := sarama.NewConsumer(s.addrs, saramaConfig())
+	c, err := sarama.NewConsumer(s.addrs, s.config())
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +258,7 @@ type saramaMember struct {
 func (s *saramaClient) strategies() []string { return []string{"eager", "cooperative"} }
 
 func (s *saramaClient) newMember(ctx context.Context, group, topic, strategy string) (member, error) {
-	cfg := saramaConfig()
+	cfg := s.config()
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
 	if strategy == "cooperative" {
 		cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}

@@ -122,7 +122,7 @@ func (f *franz) readCommitted(ctx context.Context, topic string, partitions int3
 }
 
 func (s *saramaClient) runTxns(ctx context.Context, topic, id string, txns []txn) error {
-	cfg := saramaConfig()
+	cfg := s.config()
 	cfg.Producer.Idempotent, cfg.Net.MaxOpenRequests = true, 1
 	cfg.Producer.Transaction.ID = id
 	cfg.Producer.Partitioner = sarama.NewManualPartitioner
@@ -152,7 +152,7 @@ func (s *saramaClient) runTxns(ctx context.Context, topic, id string, txns []txn
 }
 
 func (s *saramaClient) readCommitted(ctx context.Context, topic string, partitions int32, end string) ([]string, error) {
-	cfg := saramaConfig()
+	cfg := s.config()
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
 	c, err := sarama.NewConsumer(s.addrs, cfg)
 	if err != nil {

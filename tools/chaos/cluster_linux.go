@@ -181,9 +181,10 @@ func (c *cluster) brokersUp(n int) bool {
 
 // partitionState is one partition as a node's metadata shows it.
 type partitionState struct {
-	leader   int32
-	replicas []int32
-	isr      []int32
+	leader      int32
+	leaderEpoch int32
+	replicas    []int32
+	isr         []int32
 }
 
 // topicState returns topic's partitions as node nd sees them.
@@ -196,7 +197,7 @@ func topicState(nd *node, topic string) map[int32]partitionState {
 	for _, t := range m.Topics {
 		if t.Topic != nil && *t.Topic == topic {
 			for _, p := range t.Partitions {
-				out[p.Partition] = partitionState{p.Leader, p.Replicas, p.ISR}
+				out[p.Partition] = partitionState{p.Leader, p.LeaderEpoch, p.Replicas, p.ISR}
 			}
 		}
 	}
@@ -245,6 +246,20 @@ func (c *cluster) leaders(topic string, partitions int) map[int32]int32 {
 		}
 	}
 	return nil
+}
+
+// leaderEpoch is partition's leader and leader epoch as a running node
+// sees them; ok false when none answers.
+func (c *cluster) leaderEpoch(topic string, partition int32) (leader, epoch int32, ok bool) {
+	for _, nd := range c.nodes {
+		if !nd.running() {
+			continue
+		}
+		if s, found := topicState(nd, topic)[partition]; found {
+			return s.leader, s.leaderEpoch, true
+		}
+	}
+	return 0, 0, false
 }
 
 // waitStable waits until healed has held for hold without a break: a

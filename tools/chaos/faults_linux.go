@@ -27,8 +27,11 @@ var allFaults = []string{
 	"pause-leader",    // SIGSTOP a leader past the session timeout, SIGCONT
 	"rolling-restart", // SIGTERM and restart every node in turn, waiting for a full ISR
 	"isolate-leader",  // cut a leader off from every other node (clients still reach it)
-	"split-minority",  // split the nodes: a minority holding a leader, a majority
-	"asym-leader",     // a leader's outgoing packets to the other nodes are dropped
+	// cut a leader off for a third of the session timeout: a hiccup that
+	// must not move leadership (no flapping)
+	"hiccup",
+	"split-minority", // split the nodes: a minority holding a leader, a majority
+	"asym-leader",    // a leader's outgoing packets to the other nodes are dropped
 	// cut the group's coordinator off past the group session timeout, so
 	// its successor expires the members and they rejoin there
 	"isolate-coordinator",
@@ -59,8 +62,10 @@ type fault struct {
 	// until every replica was back in the ISR. Zero when not reached.
 	produceRecovery, isrRecovery time.Duration
 	crashed                      []int32 // nodes that exited on their own
-	note                         string
-	err                          string // the fault could not be injected or did not heal
+	// flapped: a hiccup moved leadership (counted as a flap in the report)
+	flapped bool
+	note    string
+	err     string // the fault could not be injected or did not heal
 }
 
 // injector runs faults against a cluster.
@@ -110,6 +115,8 @@ func (in *injector) inject(f *fault) (heal func() error, hold time.Duration, err
 		return nil, 0, in.rolling(f)
 	case "isolate-leader", "split-minority", "asym-leader", "isolate-coordinator":
 		return in.partition(f)
+	case "hiccup":
+		return in.hiccup(f)
 	case "disk-full":
 		return in.diskFull(f)
 	case "reassign":
@@ -305,6 +312,52 @@ func (in *injector) partition(f *fault) (func() error, time.Duration, error) {
 		return nil, 0, err
 	}
 	return heal, hold, nil
+}
+
+// hiccup cuts a leader off from the other nodes, both ways, for a third
+// of the broker session timeout: silence without a closed connection,
+// which the controller must sit out. (Not half: TCP's retransmission
+// backoff — 0.2, 0.6, 1.4, 3 s — stretches a silence of 1.5 s into 3 s of
+// no heartbeat, the whole session of these runs.) The heal checks that the partition kept its
+// leader and leader epoch; a move is reported as a flap.
+func (in *injector) hiccup(f *fault) (func() error, time.Duration, error) {
+	id := in.leader(f)
+	if id == nil {
+		return nil, 0, errors.New("no leader")
+	}
+	leader, epoch, ok := in.c.leaderEpoch(in.topic, f.partition)
+	if !ok {
+		return nil, 0, errors.New("no metadata")
+	}
+	var errs []error
+	for _, b := range in.c.ids() {
+		if b != id[0] {
+			errs = append(errs, blackhole(id[0], b), blackhole(b, id[0]))
+		}
+	}
+	f.start = time.Now()
+	heal := func() error {
+		err := healNetwork(in.c.ids())
+		// The controller decides within its session timeout of the
+		// silence's start; look once that has passed.
+		time.Sleep(time.Until(f.start.Add(sessionTimeout + 500*time.Millisecond)))
+		l, e, ok := in.c.leaderEpoch(in.topic, f.partition)
+		switch {
+		case !ok:
+			f.note = "leadership unknown after the heal"
+		case l != leader || e != epoch:
+			f.flapped = true
+			f.note = fmt.Sprintf("FLAP: leader %d epoch %d became leader %d epoch %d", leader, epoch, l, e)
+		default:
+			f.note = fmt.Sprintf("leader %d kept epoch %d", leader, epoch)
+		}
+		return err
+	}
+	if err := errors.Join(errs...); err != nil {
+		heal()
+		return nil, 0, err
+	}
+	return heal, sessionTimeout / 3, nil
 }
 
 // coordinator is the node coordinating the workload's group.

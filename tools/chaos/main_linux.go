@@ -208,11 +208,22 @@ func (r *runner) run() int {
 		}
 	}
 	r.printReport(res, a1)
-	if res.anomalies.Total() > 0 || res.unhealed > 0 {
+	if res.anomalies.Total() > 0 || res.unhealed > 0 || res.flaps() > 0 {
 		r.logf("FAILED: seed %d; schedule and broker logs above and in %s", r.o.seed, r.work)
 		return 1
 	}
 	return 0
+}
+
+// flaps counts the hiccups that moved leadership.
+func (res *result) flaps() int {
+	n := 0
+	for _, f := range res.faults {
+		if f.flapped {
+			n++
+		}
+	}
+	return n
 }
 
 // result is the main phase's outcome.

@@ -93,6 +93,7 @@ func (r *runner) printReport(res *result, a1 *acks1Result) {
 	p("|---|---|")
 	p("| faults injected | %d |", len(res.faults))
 	p("| faults not healed in 120 s | %d |", res.unhealed)
+	p("| hiccups that moved leadership (flaps) | %d |", res.flaps())
 	p("| values sent | %d |", res.sent)
 	p("| acknowledged | %d |", res.acked)
 	p("| failed (indeterminate) | %d |", res.failed)
@@ -124,7 +125,7 @@ func (r *runner) printReport(res *result, a1 *acks1Result) {
 			}
 		}
 	}
-	if res.anomalies.Total() > 0 || res.unhealed > 0 {
+	if res.anomalies.Total() > 0 || res.unhealed > 0 || res.flaps() > 0 {
 		p("\nTo reproduce: seed %d, faults %q (fixed order: %v); broker logs:", r.o.seed, r.o.faults, r.o.fixed)
 		for _, nd := range r.c.nodes {
 			p("  node %d: %s", nd.id, nd.logPath)

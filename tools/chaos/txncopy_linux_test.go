@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-broker/sluice/internal/testbroker"
 	"github.com/sluice-broker/sluice/tools/chaos/check"
+	"github.com/sluice-broker/sluice/tools/chaos/copier"
 )
 
 // TestCopierNeverCommitsOffsetsWithoutItsRecords: a transaction in which
@@ -54,7 +55,7 @@ func TestCopierNeverCommitsOffsetsWithoutItsRecords(t *testing.T) {
 			t.Fatalf("polled %d of 10: %v", polled, err)
 		}
 		polled += fs.NumRecords()
-		committed, err := copyOnce(s, "dst", fs)
+		committed, err := copier.CopyOnce(s, "dst", fs, nil)
 		if committed || err == nil {
 			t.Fatalf("a transaction with a failed record: committed %v, err %v; want an abort and an error", committed, err)
 		}

@@ -321,9 +321,10 @@ public final class CliScenario {
     }
 
     /**
-     * kafka-acls --add/--list/--remove and kafka-configs client quotas. The broker keeps ACLs and
-     * quotas whether or not an authorizer is configured (this one has none), so nothing else of
-     * the run is affected: the quota names a client id no other step uses, and is removed.
+     * kafka-acls --add/--list/--remove and kafka-configs client quotas. The broker has the
+     * standard authorizer with User:ANONYMOUS (this tool's principal) a super user and everyone
+     * allowed where no ACL is found, so the ACLs, on a principal no step uses, affect nothing else
+     * of the run; the quota names a client id no other step uses, and is removed.
      */
     void aclsAndQuotas() {
         rep.check("kafka-acls add/list/remove", () -> {
