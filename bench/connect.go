@@ -167,15 +167,15 @@ func (c *connector) setUp(ctx context.Context) error {
 	md.Version, md.Topics = 12, []kmsg.MetadataRequestTopic{}
 	body, err := rc.roundTrip(md)
 	if err != nil {
-		return fmt.Errorf("Metadata: %w", err)
+		return fmt.Errorf("metadata: %w", err)
 	}
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = md.Version
 	if err := resp.ReadFrom(body); err != nil {
-		return fmt.Errorf("Metadata: %w", err)
+		return fmt.Errorf("metadata: %w", err)
 	}
 	if len(resp.Brokers) == 0 {
-		return errors.New("Metadata: no brokers")
+		return errors.New("metadata: no brokers")
 	}
 	return nil
 }
