@@ -37,6 +37,9 @@ type Config struct {
 	DeleteTopicEnable     bool  // delete.topic.enable
 	MessageMaxBytes       int32 // message.max.bytes (broker default of max.message.bytes)
 	SocketRequestMaxBytes int32 // socket.request.max.bytes
+	// SocketSendBufferBytes is SO_SNDBUF of client connections
+	// (socket.send.buffer.bytes; -1: the OS's autotuning).
+	SocketSendBufferBytes int32
 	ConnectionsMaxIdle    time.Duration
 
 	// Log holds the broker-wide defaults of the topic-level log configs

@@ -398,6 +398,9 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 		return nil
 	}
 	unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if n := b.srv.opts.SendBuffer; n > 0 {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
+	}
 	c := &conn{fd: fd, loop: b, lastActive: b.now, tls: t}
 	c.in.max = b.srv.opts.MaxFrame
 	c.replyFn = c.deliver

@@ -193,7 +193,10 @@ type Options struct {
 	IdleTimeout time.Duration
 	// WriteTimeout reaps peers that stop reading (half-open connections).
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// SendBuffer, when positive, is SO_SNDBUF of accepted connections
+	// (Kafka's socket.send.buffer.bytes); otherwise the kernel autotunes.
+	SendBuffer int
+	Logger     *slog.Logger
 	// Loops is the number of event loops of the uring and epoll backends
 	// (0: GOMAXPROCS).
 	Loops int

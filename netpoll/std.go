@@ -92,6 +92,9 @@ func (s *StdServer) startConn(nc net.Conn, listener string, tc *tls.Conn) {
 		return
 	}
 	_ = tcp.SetNoDelay(true)
+	if n := s.opts.SendBuffer; n > 0 {
+		_ = tcp.SetWriteBuffer(n)
+	}
 	rc, err := tcp.SyscallConn()
 	if err != nil {
 		nc.Close()

@@ -84,6 +84,7 @@ func Start(o Options) (*Server, error) {
 	netOpts := netpoll.Options{
 		MaxFrame:    cfg.SocketRequestMaxBytes,
 		IdleTimeout: cfg.ConnectionsMaxIdle,
+		SendBuffer:  int(cfg.SocketSendBufferBytes),
 		Logger:      o.Logger,
 		Loops:       o.NetLoops,
 	}
