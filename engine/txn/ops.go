@@ -369,13 +369,9 @@ func (c *Coordinator) prepare(m *txnMeta, req EndRequest) (*snapshot, int16) {
 	if !req.TV2 {
 		return &s, 0
 	}
-	if epochExhausted(s.epoch) {
-		pid, err := c.cfg.NewProducerID()
-		if err != nil {
-			return nil, kerr.CoordinatorNotAvailable.Code
-		}
-		s.nextPid = pid
+	s, err := s.bumpedForMarkers(c.cfg.NewProducerID)
+	if err != nil {
+		return nil, kerr.CoordinatorNotAvailable.Code
 	}
-	s.lastEpoch, s.epoch = s.epoch, s.epoch+1
 	return &s, 0
 }

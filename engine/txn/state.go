@@ -135,14 +135,12 @@ func (m *txnMeta) has(tp TopicPartition) bool {
 	return ok
 }
 
-// abortBumped is s aborting its open transaction at the next epoch, which
-// fences the producer that opened it (InitProducerId from another
-// instance, or the transaction timing out). The markers must carry the
-// producer id of the transaction's records, so when the epoch runs out the
-// id is not replaced now, as bumped would, but once the abort completes
-// (nextPid), as an EndTxn on transactions version 2 does: the markers go
-// out at the largest epoch, which nothing else uses.
-func (s snapshot) abortBumped(newPid func() (int64, error), now int64) (snapshot, error) {
+// bumpedForMarkers is s at the next epoch, the one its transaction's
+// markers carry. The markers must carry the producer id of the
+// transaction's records, so when the epoch runs out the id is not replaced
+// now, as bumped would, but once the transaction completes (nextPid): the
+// markers go out at the largest epoch, which nothing else uses.
+func (s snapshot) bumpedForMarkers(newPid func() (int64, error)) (snapshot, error) {
 	if epochExhausted(s.epoch) {
 		pid, err := newPid()
 		if err != nil {
@@ -151,8 +149,16 @@ func (s snapshot) abortBumped(newPid func() (int64, error), now int64) (snapshot
 		s.nextPid = pid
 	}
 	s.lastEpoch, s.epoch = s.epoch, s.epoch+1
-	s.state, s.updateMs = PrepareAbort, now
 	return s, nil
+}
+
+// abortBumped is s aborting its open transaction at the next epoch, which
+// fences the producer that opened it (InitProducerId from another
+// instance, or the transaction timing out).
+func (s snapshot) abortBumped(newPid func() (int64, error), now int64) (snapshot, error) {
+	s, err := s.bumpedForMarkers(newPid)
+	s.state, s.updateMs = PrepareAbort, now
+	return s, err
 }
 
 // bumped is s with the next epoch of the same producer id, or a new

@@ -191,22 +191,16 @@ func (c *cluster) waitWhole(timeout time.Duration) error {
 
 // coordinator is the node coordinating group.
 func (c *cluster) coordinator(group string) (int32, error) {
-	adm, err := c.admin()
-	if err != nil {
-		return -1, err
-	}
-	defer adm.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	r, ok := adm.FindGroupCoordinators(ctx, group)[group]
-	if !ok || r.Err != nil {
-		return -1, fmt.Errorf("FindCoordinator %s: %v", group, r.Err)
-	}
-	return r.NodeID, nil
+	return c.findCoordinator(group, (*kadm.Client).FindGroupCoordinators)
 }
 
 // txnCoordinator is the node coordinating a transactional id.
 func (c *cluster) txnCoordinator(id string) (int32, error) {
+	return c.findCoordinator(id, (*kadm.Client).FindTxnCoordinators)
+}
+
+// findCoordinator is the node find names for key.
+func (c *cluster) findCoordinator(key string, find func(*kadm.Client, context.Context, ...string) kadm.FindCoordinatorResponses) (int32, error) {
 	adm, err := c.admin()
 	if err != nil {
 		return -1, err
@@ -214,9 +208,9 @@ func (c *cluster) txnCoordinator(id string) (int32, error) {
 	defer adm.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, ok := adm.FindTxnCoordinators(ctx, id)[id]
+	r, ok := find(adm, ctx, key)[key]
 	if !ok || r.Err != nil {
-		return -1, fmt.Errorf("FindCoordinator (transaction) %s: %v", id, r.Err)
+		return -1, fmt.Errorf("FindCoordinator %s: %v", key, r.Err)
 	}
 	return r.NodeID, nil
 }
