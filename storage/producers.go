@@ -133,10 +133,28 @@ func (p *producerState) check(h *record.Header) (dup batchMeta, isDup bool, err 
 		last = -1
 	}
 	if !inSequence(last, h.BaseSequence) {
-		return batchMeta{}, false, ErrOutOfOrderSequence
+		return batchMeta{}, false, &sequenceGapError{pid: h.ProducerID, epoch: h.ProducerEpoch, base: h.BaseSequence, last: last, nb: e.nb}
 	}
 	return batchMeta{}, false, nil
 }
+
+// sequenceGapError is an OUT_OF_ORDER_SEQUENCE_NUMBER with the state that
+// refused it, so the client's log (which prints the error message) says
+// which sequence the partition expected. It allocates, but only on a
+// refusal, which a producer in order never sees.
+type sequenceGapError struct {
+	pid        int64
+	epoch      int16
+	base, last int32
+	nb         int // batches of this epoch the partition remembers
+}
+
+func (e *sequenceGapError) Error() string {
+	return fmt.Sprintf("%v: producer %d epoch %d sent sequence %d, the partition's last is %d (%d batches of this epoch remembered)",
+		ErrOutOfOrderSequence, e.pid, e.epoch, e.base, e.last, e.nb)
+}
+
+func (e *sequenceGapError) Unwrap() error { return ErrOutOfOrderSequence }
 
 // update records an appended batch (with its assigned offsets) and returns
 // the undo record for it. The caller holds p.mu.
