@@ -105,11 +105,19 @@ func inSequence(last, next int32) bool {
 // A producer id the log does not know is accepted at any sequence: since
 // KIP-360 (Kafka 2.5) the broker cannot tell an unknown producer from one
 // whose state was removed with old segments, so it does not answer
-// UNKNOWN_PRODUCER_ID on produce. The caller holds p.mu.
-func (p *producerState) check(h *record.Header) (dup batchMeta, isDup bool, err error) {
+// UNKNOWN_PRODUCER_ID on produce. The exception is a transactional batch
+// of a transactions-version-2 producer (txnV2), which starts every
+// transaction at sequence 0: anything else is out of order, and the
+// producer retries it behind its earlier batch. The caller holds p.mu.
+func (p *producerState) check(h *record.Header, txnV2 bool) (dup batchMeta, isDup bool, err error) {
 	e := p.mu.m[h.ProducerID]
-	if e == nil {
-		return batchMeta{}, false, nil
+	if e == nil || e.epoch == noProducerEpoch {
+		if txnV2 && h.IsTransactional() && h.BaseSequence != 0 {
+			return batchMeta{}, false, &sequenceGapError{pid: h.ProducerID, epoch: h.ProducerEpoch, base: h.BaseSequence, last: -1}
+		}
+		if e == nil {
+			return batchMeta{}, false, nil
+		}
 	}
 	if h.ProducerEpoch < e.epoch {
 		return batchMeta{}, false, ErrInvalidProducerEpoch
