@@ -39,12 +39,19 @@ const (
 // WritePKI makes a CA and a broker certificate for 127.0.0.1 and
 // localhost with keys of keyType, valid for a day, under dir.
 func WritePKI(dir, keyType string) (PKI, error) {
+	return WritePKIFor(dir, keyType, []net.IP{net.IPv4(127, 0, 0, 1)})
+}
+
+// WritePKIFor is WritePKI with a broker certificate valid for ips (and
+// localhost), for brokers that dial each other at other addresses than
+// 127.0.0.1 (the chaos harness's network namespaces).
+func WritePKIFor(dir, keyType string, ips []net.IP) (PKI, error) {
 	p := PKI{CAFile: filepath.Join(dir, "ca.pem"), KeystoreFile: filepath.Join(dir, "broker.pem"), KeyType: keyType}
 	caKey, err := newKey(keyType)
 	if err != nil {
 		return p, err
 	}
-	ca, err := signCert("Sluice bench CA", caKey, caKey, nil)
+	ca, err := signCert(nil, caKey, caKey, nil)
 	if err != nil {
 		return p, err
 	}
@@ -52,7 +59,7 @@ func WritePKI(dir, keyType string) (PKI, error) {
 	if err != nil {
 		return p, err
 	}
-	leaf, err := signCert("127.0.0.1", bKey, caKey, ca)
+	leaf, err := signCert(ips, bKey, caKey, ca)
 	if err != nil {
 		return p, err
 	}
@@ -79,8 +86,13 @@ func newKey(keyType string) (crypto.Signer, error) {
 }
 
 // signCert makes a certificate for key's public half signed by signer (as
-// a CA when parent is nil: self-signed).
-func signCert(cn string, key, signer crypto.Signer, parent *x509.Certificate) (*x509.Certificate, error) {
+// a CA when parent is nil: self-signed, named Sluice bench CA); a leaf is
+// named after its first IP and valid for all of ips.
+func signCert(ips []net.IP, key, signer crypto.Signer, parent *x509.Certificate) (*x509.Certificate, error) {
+	cn := "Sluice bench CA"
+	if parent != nil && len(ips) > 0 {
+		cn = ips[0].String()
+	}
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
 	if err != nil {
 		return nil, err
@@ -97,7 +109,7 @@ func signCert(cn string, key, signer crypto.Signer, parent *x509.Certificate) (*
 		tmpl.KeyUsage |= x509.KeyUsageCertSign
 		parent = tmpl
 	} else {
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		tmpl.IPAddresses = ips
 		tmpl.DNSNames = []string{"localhost"}
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		if _, ok := key.(*rsa.PrivateKey); ok {

@@ -24,6 +24,7 @@ type cluster struct {
 	voters    string
 	extra     []string
 	tmpfsMB   int
+	sec       *security
 	nodes     []*node
 	// lastID is the highest node id handed out; a removed broker's id is
 	// not reused.
@@ -50,15 +51,15 @@ func brokerConfig(netBackend string) []string {
 
 // startCluster creates n namespaces and voters and waits for n brokers.
 // The last node's data dir is a tmpfs when tmpfsMB > 0.
-func startCluster(bin, work string, n int, netBackend string, tmpfsMB int) (*cluster, error) {
+func startCluster(bin, work string, n int, netBackend string, tmpfsMB int, sec *security) (*cluster, error) {
 	c := &cluster{bin: bin, work: work, clusterID: fmt.Sprintf("sluice-chaos-%d", time.Now().UnixNano()%1e9),
-		extra: brokerConfig(netBackend), tmpfsMB: tmpfsMB}
+		extra: brokerConfig(netBackend), tmpfsMB: tmpfsMB, sec: sec}
 	if err := setupBridge(); err != nil {
 		return nil, err
 	}
 	var voters []string
 	for i := 1; i <= n; i++ {
-		nd := &node{id: int32(i), dir: filepath.Join(work, fmt.Sprintf("node%d", i)), tmpfs: tmpfsMB > 0 && i == n}
+		nd := &node{id: int32(i), dir: filepath.Join(work, fmt.Sprintf("node%d", i)), tmpfs: tmpfsMB > 0 && i == n, sec: sec}
 		c.nodes = append(c.nodes, nd)
 		voters = append(voters, fmt.Sprintf("%d@%s", i, nd.controllerAddr()))
 	}
@@ -84,7 +85,10 @@ func startCluster(bin, work string, n int, netBackend string, tmpfsMB int) (*clu
 func (c *cluster) addBroker() (*node, error) {
 	c.lastID = max(c.lastID, int32(len(c.nodes))) + 1
 	id := c.lastID
-	nd := &node{id: id, brokerOnly: true, dir: filepath.Join(c.work, fmt.Sprintf("node%d", id))}
+	if id > maxNodeID {
+		return nil, fmt.Errorf("node id %d: the run's addresses end at node %d", id, maxNodeID)
+	}
+	nd := &node{id: id, brokerOnly: true, dir: filepath.Join(c.work, fmt.Sprintf("node%d", id)), sec: c.sec}
 	var boot []string
 	for _, v := range c.nodes {
 		boot = append(boot, v.controllerAddr())
@@ -141,6 +145,12 @@ func (c *cluster) seeds() []string {
 	return out
 }
 
+// clientOpts are the options of a client of the cluster: every node as a
+// seed, the run's TLS and SASL, and more.
+func (c *cluster) clientOpts(more ...kgo.Opt) []kgo.Opt {
+	return c.sec.clientOpts(c.seeds(), more...)
+}
+
 // waitFor polls cond every 50 ms until it holds or d passes.
 func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(d)
@@ -154,9 +164,9 @@ func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) error 
 }
 
 // metadata asks node nd for every topic's metadata.
-func metadata(nd *node) (*kmsg.MetadataResponse, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.addr()), kgo.MetadataMinAge(10*time.Millisecond),
-		kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
+func (c *cluster) metadata(nd *node) (*kmsg.MetadataResponse, error) {
+	cl, err := kgo.NewClient(c.sec.clientOpts([]string{nd.addr()}, kgo.MetadataMinAge(10*time.Millisecond),
+		kgo.DialTimeout(time.Second), kgo.RequestRetries(0))...)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +182,7 @@ func (c *cluster) brokersUp(n int) bool {
 		if !nd.running() {
 			continue
 		}
-		if m, err := metadata(nd); err != nil || len(m.Brokers) != n {
+		if m, err := c.metadata(nd); err != nil || len(m.Brokers) != n {
 			return false
 		}
 	}
@@ -188,8 +198,8 @@ type partitionState struct {
 }
 
 // topicState returns topic's partitions as node nd sees them.
-func topicState(nd *node, topic string) map[int32]partitionState {
-	m, err := metadata(nd)
+func (c *cluster) topicState(nd *node, topic string) map[int32]partitionState {
+	m, err := c.metadata(nd)
 	if err != nil {
 		return nil
 	}
@@ -216,7 +226,7 @@ func (c *cluster) healed(topics []string, partitions map[string]int) bool {
 			return false
 		}
 		for _, t := range topics {
-			st := topicState(nd, t)
+			st := c.topicState(nd, t)
 			if len(st) != partitions[t] {
 				return false
 			}
@@ -237,7 +247,7 @@ func (c *cluster) leaders(topic string, partitions int) map[int32]int32 {
 		if !nd.running() {
 			continue
 		}
-		if st := topicState(nd, topic); len(st) == partitions {
+		if st := c.topicState(nd, topic); len(st) == partitions {
 			out := map[int32]int32{}
 			for p, s := range st {
 				out[p] = s.leader
@@ -255,7 +265,7 @@ func (c *cluster) leaderEpoch(topic string, partition int32) (leader, epoch int3
 		if !nd.running() {
 			continue
 		}
-		if s, found := topicState(nd, topic)[partition]; found {
+		if s, found := c.topicState(nd, topic)[partition]; found {
 			return s.leader, s.leaderEpoch, true
 		}
 	}
@@ -285,7 +295,7 @@ func (c *cluster) isrOf(topic string, p int32) []int32 {
 		if !nd.running() {
 			continue
 		}
-		if s, ok := topicState(nd, topic)[p]; ok {
+		if s, ok := c.topicState(nd, topic)[p]; ok {
 			return slices.Clone(s.isr)
 		}
 	}
@@ -298,7 +308,7 @@ func (c *cluster) replicasOf(topic string, p int32) []int32 {
 		if !nd.running() {
 			continue
 		}
-		if s, ok := topicState(nd, topic)[p]; ok {
+		if s, ok := c.topicState(nd, topic)[p]; ok {
 			return slices.Clone(s.replicas)
 		}
 	}
@@ -307,21 +317,20 @@ func (c *cluster) replicasOf(topic string, p int32) []int32 {
 
 // activeController asks the voters (DescribeQuorum on the controller
 // listeners) which node is the active controller; -1 when none answers.
+// A sasl_ssl run asks the nodes' broker listeners, which forward the
+// request to the active controller over their own secured controller
+// link: the harness has no login of its own for the controller listener.
 func (c *cluster) activeController() int32 {
 	for _, nd := range c.nodes {
 		if !nd.running() || nd.paused() {
 			continue
 		}
-		cl := controller.NewClient([]string{nd.controllerAddr()})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		req := kmsg.NewPtrDescribeQuorumRequest()
 		t := kmsg.NewDescribeQuorumRequestTopic()
 		t.Topic = "__cluster_metadata"
 		t.Partitions = append(t.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
 		req.Topics = append(req.Topics, t)
-		resp, err := cl.Call(ctx, controller.LineAdmin, req)
-		cancel()
-		cl.Close()
+		resp, err := c.describeQuorum(nd, req)
 		if err != nil {
 			continue
 		}
@@ -333,6 +342,24 @@ func (c *cluster) activeController() int32 {
 		}
 	}
 	return -1
+}
+
+// describeQuorum sends req to nd's controller listener, or for a
+// sasl_ssl run to its broker listener.
+func (c *cluster) describeQuorum(nd *node, req *kmsg.DescribeQuorumRequest) (kmsg.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if c.sec.secured() {
+		cl, err := kgo.NewClient(c.sec.clientOpts([]string{nd.addr()}, kgo.DialTimeout(time.Second), kgo.RequestRetries(0))...)
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		return req.RequestWith(ctx, cl)
+	}
+	cl := controller.NewClient([]string{nd.controllerAddr()})
+	defer cl.Close()
+	return cl.Call(ctx, controller.LineAdmin, req)
 }
 
 // partitionDirs maps node → topic-partition p's directory, for the nodes

@@ -362,7 +362,7 @@ func (in *injector) hiccup(f *fault) (func() error, time.Duration, error) {
 
 // coordinator is the node coordinating the workload's group.
 func (in *injector) coordinator(f *fault) []int32 {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	cl, err := kgo.NewClient(in.c.clientOpts()...)
 	if err != nil {
 		return nil
 	}
@@ -479,7 +479,7 @@ func (in *injector) removeBroker(f *fault) error {
 
 // alter sends a reassignment and fails on any refusal.
 func (in *injector) alter(req kadm.AlterPartitionAssignmentsReq) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	cl, err := kgo.NewClient(in.c.clientOpts()...)
 	if err != nil {
 		return err
 	}
@@ -501,7 +501,7 @@ func (in *injector) alter(req kadm.AlterPartitionAssignmentsReq) error {
 // unregister removes a stopped broker's registration through a running
 // node (which forwards it to the controller).
 func (in *injector) unregister(id int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(in.c.seeds()...))
+	cl, err := kgo.NewClient(in.c.clientOpts()...)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,7 @@ type options struct {
 	tmpfsMB                int
 	acks1Kills             int
 	keepData               bool
+	security               string
 }
 
 func parseFlags() options {
@@ -73,6 +74,7 @@ func parseFlags() options {
 	flag.IntVar(&o.tmpfsMB, "tmpfs-mb", 256, "size of the last voter's tmpfs data dir (disk-full); 0: no tmpfs")
 	flag.IntVar(&o.acks1Kills, "acks1-kills", 3, "leader kills of the acks=1 measurement (0: skip it)")
 	flag.BoolVar(&o.keepData, "keep-data", false, "keep the data dirs of a clean run")
+	flag.StringVar(&o.security, "security", secPlaintext, "listeners of every node and the harness's clients: plaintext, or sasl_ssl (SCRAM-SHA-512 over TLS on the client and inter-broker listener, PLAIN over TLS on the controller one, a run-time CA, connections.max.reauth.ms=10000)")
 	flag.Parse()
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -183,7 +185,7 @@ func (r *runner) run() int {
 	}
 	defer r.report.Close()
 	r.out = io.MultiWriter(os.Stdout, r.report)
-	r.logf("chaos: seed %d, %d nodes, %d partitions, faults for %v, work dir %s", r.o.seed, r.o.nodes, r.o.partitions, r.o.duration, r.work)
+	r.logf("chaos: seed %d, %d nodes, %d partitions, faults for %v, security %s, work dir %s", r.o.seed, r.o.nodes, r.o.partitions, r.o.duration, r.o.security, r.work)
 	bin := r.o.bin
 	if bin == "" {
 		bin = filepath.Join(r.work, "sluice")
@@ -192,7 +194,12 @@ func (r *runner) run() int {
 			return 2
 		}
 	}
-	if r.c, err = startCluster(bin, r.work, r.o.nodes, r.o.netMode, r.o.tmpfsMB); err != nil {
+	sec, err := newSecurity(r.o.security, filepath.Join(r.work, "pki"))
+	if err != nil {
+		r.logf("security: %v", err)
+		return 2
+	}
+	if r.c, err = startCluster(bin, r.work, r.o.nodes, r.o.netMode, r.o.tmpfsMB, sec); err != nil {
 		r.logf("starting the cluster: %v", err)
 		return 2
 	}
@@ -245,7 +252,7 @@ const stableFor = 7 * time.Second
 // mainPhase runs the workload under faults, heals and checks.
 func (r *runner) mainPhase() (*result, error) {
 	c := r.c
-	if err := createTopic(c.seeds(), topic, r.o.partitions); err != nil {
+	if err := createTopic(c.clientOpts(), topic, r.o.partitions); err != nil {
 		return nil, err
 	}
 	in := &injector{c: c, rng: rand.New(rand.NewPCG(r.o.seed, 12)), topic: topic, parts: r.o.partitions, group: topic + "-group",
@@ -256,17 +263,17 @@ func (r *runner) mainPhase() (*result, error) {
 	var cp *copiers
 	if r.o.copiers > 0 {
 		in.copyTopic = topic + "-copy"
-		if err := createTopic(c.seeds(), in.copyTopic, r.o.partitions); err != nil {
+		if err := createTopic(c.clientOpts(), in.copyTopic, r.o.partitions); err != nil {
 			return nil, err
 		}
 	}
 	h := check.NewHistory()
-	w, err := startWorkload(c.seeds(), h, topic, r.o.partitions, r.o.producers, r.o.consumers, r.o.rate, true)
+	w, err := startWorkload(c.clientOpts(), h, topic, r.o.partitions, r.o.producers, r.o.consumers, r.o.rate, true)
 	if err != nil {
 		return nil, err
 	}
 	if r.o.copiers > 0 {
-		if cp, err = startCopiers(c.seeds(), topic, in.copyTopic, r.o.copiers); err != nil {
+		if cp, err = startCopiers(c.seeds(), c.sec.opts(), topic, in.copyTopic, r.o.copiers); err != nil {
 			w.stop(0)
 			return nil, err
 		}
@@ -311,7 +318,7 @@ func (r *runner) mainPhase() (*result, error) {
 func (r *runner) checkCopy(cp *copiers, an check.Anomalies) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	got, err := cp.check(ctx, r.c.seeds(), r.o.partitions)
+	got, err := cp.check(ctx, r.c.seeds(), r.c.sec.opts(), r.o.partitions)
 	if err != nil {
 		return err
 	}
@@ -365,13 +372,13 @@ func (r *runner) runFault(in *injector, h *check.History, f *fault) {
 func (r *runner) checkTopic(h *check.History, topic string, parts int, group string) (check.Anomalies, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	logs, err := check.ReadLogs(ctx, r.c.seeds(), topic, parts)
+	logs, err := check.ReadLogs(ctx, r.c.seeds(), topic, parts, r.c.sec.opts()...)
 	if err != nil {
 		return nil, err
 	}
 	var committed map[int32]int64
 	if group != "" {
-		if committed, err = committedOffsets(ctx, r.c.seeds(), group, topic); err != nil {
+		if committed, err = committedOffsets(ctx, r.c.seeds(), r.c.sec.opts(), group, topic); err != nil {
 			return nil, err
 		}
 	}
@@ -396,8 +403,9 @@ func (r *runner) dumpHistory(h *check.History, name string) {
 	r.logf("client history: %s", f.Name())
 }
 
-func createTopic(seeds []string, name string, parts int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+// createTopic creates name with RF 3 through a client of opts.
+func createTopic(opts []kgo.Opt, name string, parts int) error {
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

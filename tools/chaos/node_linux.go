@@ -26,6 +26,8 @@ type node struct {
 	// brokerOnly: started by add-broker (process.roles=broker); the only
 	// kind remove-broker retires, as voters are fixed.
 	brokerOnly bool
+	// sec is the run's security: the node's listeners and logins.
+	sec *security
 
 	mu struct {
 		sync.Mutex
@@ -44,11 +46,11 @@ func (n *node) writeConfig(roles, quorum string, extra []string) error {
 	lines := append([]string{
 		"process.roles=" + roles,
 		fmt.Sprintf("node.id=%d", n.id),
-		"listeners=PLAINTEXT://" + n.addr() + ",CONTROLLER://" + n.controllerAddr(),
+		n.sec.listeners(n.addr(), n.controllerAddr()),
 		"controller.listener.names=CONTROLLER",
 		quorum,
 		"log.dirs=" + n.dataDir,
-	}, extra...)
+	}, append(n.sec.nodeConfig(), extra...)...)
 	n.config = filepath.Join(n.dir, "server.properties")
 	return os.WriteFile(n.config, []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
@@ -69,7 +71,7 @@ func (n *node) prepare(bin, clusterID, roles, quorum string, extra []string, tmp
 	if err := n.writeConfig(roles, quorum, extra); err != nil {
 		return err
 	}
-	return run(bin, "format", "--cluster-id", clusterID, "--config", n.config)
+	return run(bin, append([]string{"format", "--cluster-id", clusterID, "--config", n.config}, n.sec.formatArgs()...)...)
 }
 
 // start runs the node in its namespace, appending to its log. `ip netns

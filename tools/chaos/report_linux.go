@@ -23,7 +23,7 @@ type acks1Result struct {
 func (r *runner) acks1Phase() (*acks1Result, error) {
 	const t = "chaos-acks1"
 	c := r.c
-	if err := createTopic(c.seeds(), t, r.o.partitions); err != nil {
+	if err := createTopic(c.clientOpts(), t, r.o.partitions); err != nil {
 		return nil, err
 	}
 	in := &injector{c: c, rng: rand.New(rand.NewPCG(r.o.seed, 13)), topic: t, parts: r.o.partitions, logf: r.logf}
@@ -31,7 +31,7 @@ func (r *runner) acks1Phase() (*acks1Result, error) {
 		return nil, err
 	}
 	h := check.NewHistory()
-	w, err := startWorkload(c.seeds(), h, t, r.o.partitions, 1, 0, 4*r.o.rate, false)
+	w, err := startWorkload(c.clientOpts(), h, t, r.o.partitions, 1, 0, 4*r.o.rate, false)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/tools/chaos/check"
 	"github.com/sluice-broker/sluice/tools/chaos/copier"
@@ -32,13 +33,14 @@ type copiers struct {
 	copied int
 }
 
-// startCopiers starts n copiers from src to dst.
-func startCopiers(seeds []string, src, dst string, n int) (*copiers, error) {
+// startCopiers starts n copiers from src to dst, clients of seeds with
+// the run's security options sec.
+func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int) (*copiers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel}
 	cp.stats.OnError = cp.kind
 	for i := range n {
-		o := copier.Options{Seeds: seeds, Src: src, Dst: dst, Group: cp.group,
+		o := copier.Options{Seeds: seeds, ClientOpts: sec, Src: src, Dst: dst, Group: cp.group,
 			TransactionalID: fmt.Sprintf("%s-copier-%d", src, i), SessionTimeout: groupSessionTimeout}
 		s, err := copier.Session(o)
 		if err != nil {
@@ -79,16 +81,16 @@ func (cp *copiers) stop() {
 
 // check reads the source and the copy at read_committed and the copier
 // group's committed offsets, and holds the copy to exactly once.
-func (cp *copiers) check(ctx context.Context, seeds []string, parts int) (check.Anomalies, error) {
-	src, err := check.ReadCommitted(ctx, seeds, cp.src, parts)
+func (cp *copiers) check(ctx context.Context, seeds []string, sec []kgo.Opt, parts int) (check.Anomalies, error) {
+	src, err := check.ReadCommitted(ctx, seeds, cp.src, parts, sec...)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := check.ReadCommitted(ctx, seeds, cp.dst, parts)
+	dst, err := check.ReadCommitted(ctx, seeds, cp.dst, parts, sec...)
 	if err != nil {
 		return nil, err
 	}
-	committed, err := committedOffsets(ctx, seeds, cp.group, cp.src)
+	committed, err := committedOffsets(ctx, seeds, sec, cp.group, cp.src)
 	if err != nil {
 		return nil, err
 	}

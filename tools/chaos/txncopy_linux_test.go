@@ -62,7 +62,7 @@ func TestCopierNeverCommitsOffsetsWithoutItsRecords(t *testing.T) {
 		t.Logf("aborted as wanted: %v", err)
 	}
 
-	offsets, err := committedOffsets(ctx, []string{tb.Addr}, "src-copier", "src")
+	offsets, err := committedOffsets(ctx, []string{tb.Addr}, nil, "src-copier", "src")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,30 +30,30 @@ type workload struct {
 	prods  []*kgo.Client
 }
 
-// producerOpts: acks=all makes franz-go's default idempotent producer;
-// acks=1 turns idempotence off, as Kafka requires.
-func producerOpts(seeds []string, acksAll bool) []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(seeds...),
+// producerOpts: base (seeds, security) and acks=all making franz-go's
+// default idempotent producer; acks=1 turns idempotence off, as Kafka
+// requires.
+func producerOpts(base []kgo.Opt, acksAll bool) []kgo.Opt {
+	opts := append(slices.Clip(base),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.MetadataMinAge(100 * time.Millisecond),
-		kgo.RecordDeliveryTimeout(60 * time.Second),
+		kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.RecordDeliveryTimeout(60*time.Second),
 		kgo.MaxBufferedRecords(5000),
-		kgo.ProducerLinger(2 * time.Millisecond),
-	}
+		kgo.ProducerLinger(2*time.Millisecond),
+	)
 	if acksAll {
 		return append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	}
 	return append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
 }
 
-// startWorkload starts producers and consumers; rate is records per
-// second per producer.
-func startWorkload(seeds []string, h *check.History, topic string, parts, producers, consumers, rate int, acksAll bool) (*workload, error) {
+// startWorkload starts producers and consumers, clients of base (seeds,
+// security); rate is records per second per producer.
+func startWorkload(base []kgo.Opt, h *check.History, topic string, parts, producers, consumers, rate int, acksAll bool) (*workload, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &workload{h: h, topic: topic, parts: parts, group: topic + "-group", cancel: cancel}
 	for i := range producers {
-		cl, err := kgo.NewClient(producerOpts(seeds, acksAll)...)
+		cl, err := kgo.NewClient(producerOpts(base, acksAll)...)
 		if err != nil {
 			w.stop(0)
 			return nil, err
@@ -63,7 +64,7 @@ func startWorkload(seeds []string, h *check.History, topic string, parts, produc
 	}
 	for i := range consumers {
 		w.wg.Add(1)
-		go func() { defer w.wg.Done(); w.consume(ctx, seeds, i) }()
+		go func() { defer w.wg.Done(); w.consume(ctx, base, i) }()
 	}
 	return w, nil
 }
@@ -88,15 +89,15 @@ func (w *workload) produce(ctx context.Context, cl *kgo.Client, id, rate int) {
 
 // consume polls as a group member, records every record with its
 // assignment session, and commits what it polled before the next poll.
-func (w *workload) consume(ctx context.Context, seeds []string, id int) {
+func (w *workload) consume(ctx context.Context, base []kgo.Opt, id int) {
 	var mu sync.Mutex
 	session := 0
 	bump := func(context.Context, *kgo.Client, map[string][]int32) { mu.Lock(); session++; mu.Unlock() }
 	current := func() int { mu.Lock(); defer mu.Unlock(); return session }
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.topic),
+	cl, err := kgo.NewClient(append(slices.Clip(base), kgo.ConsumerGroup(w.group), kgo.ConsumeTopics(w.topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.SessionTimeout(groupSessionTimeout), kgo.MetadataMinAge(200*time.Millisecond),
-		kgo.OnPartitionsAssigned(bump), kgo.OnPartitionsRevoked(bump), kgo.OnPartitionsLost(bump))
+		kgo.OnPartitionsAssigned(bump), kgo.OnPartitionsRevoked(bump), kgo.OnPartitionsLost(bump))...)
 	if err != nil {
 		return
 	}
@@ -164,8 +165,8 @@ func (w *workload) stop(flush time.Duration) error {
 }
 
 // committedOffsets asks the group's coordinator for its committed offsets.
-func committedOffsets(ctx context.Context, seeds []string, group, topic string) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+func committedOffsets(ctx context.Context, seeds []string, sec []kgo.Opt, group, topic string) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, sec...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -18,9 +18,10 @@ import (
 // is committed, and kgo.ProcessFetchPartition applies it as every Kafka
 // consumer does. A partition whose LSO stays below its HW until ctx ends
 // holds a hanging transaction and is an error. Values that are not
-// numbers read as -1; Log.HW is the final LSO.
-func ReadCommitted(ctx context.Context, seeds []string, topic string, partitions int) (map[int32]*Log, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+// numbers read as -1; Log.HW is the final LSO. opts are more options of
+// the client (TLS, SASL).
+func ReadCommitted(ctx context.Context, seeds []string, topic string, partitions int, opts ...kgo.Opt) (map[int32]*Log, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -14,9 +14,10 @@ import (
 // ReadLogs reads every partition of topic from its start to its high
 // watermark with a fresh consumer of seeds, re-reading the HWs until they
 // stop moving; records at or above the HW a consumer may have seen are
-// dropped. Values that are not numbers read as -1.
-func ReadLogs(ctx context.Context, seeds []string, topic string, partitions int) (map[int32]*Log, error) {
-	adm, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+// dropped. Values that are not numbers read as -1. opts are more options
+// of both clients (TLS, SASL).
+func ReadLogs(ctx context.Context, seeds []string, topic string, partitions int, opts ...kgo.Opt) (map[int32]*Log, error) {
+	adm, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -27,9 +28,9 @@ func ReadLogs(ctx context.Context, seeds []string, topic string, partitions int)
 		offs[p] = kgo.NewOffset().AtStart()
 		logs[p] = &Log{}
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offs}),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.FetchMaxWait(200 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
