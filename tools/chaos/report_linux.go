@@ -59,8 +59,8 @@ func (r *runner) acks1Phase() (*acks1Result, error) {
 // times, the counts and anomalies by kind, and the acks=1 measurement.
 func (r *runner) printReport(res *result, a1 *acks1Result) {
 	p := func(format string, args ...any) { fmt.Fprintf(r.out, format+"\n", args...) }
-	p("\n## Chaos run: seed %d, %d nodes, %d partitions (RF 3, min.insync.replicas 2), %v of faults\n",
-		r.o.seed, r.o.nodes, r.o.partitions, r.o.duration)
+	p("\n## Chaos run: seed %d, %d nodes, %d partitions (RF 3, min.insync.replicas 2), %v of faults, security %s\n",
+		r.o.seed, r.o.nodes, r.o.partitions, r.o.duration, r.o.security)
 	p("| # | fault | target | produce ok after | full ISR after heal | note |")
 	p("|---|---|---|---|---|---|")
 	for i, f := range res.faults {
