@@ -273,7 +273,7 @@ func (r *runner) mainPhase() (*result, error) {
 		return nil, err
 	}
 	if r.o.copiers > 0 {
-		if cp, err = startCopiers(c.seeds(), c.sec.opts(), topic, in.copyTopic, r.o.copiers); err != nil {
+		if cp, err = startCopiers(c.seeds(), c.sec.opts(), topic, in.copyTopic, r.o.copiers, r.logf); err != nil {
 			w.stop(0)
 			return nil, err
 		}

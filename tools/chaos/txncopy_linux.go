@@ -29,15 +29,18 @@ type copiers struct {
 	// last error.
 	kindsMu sync.Mutex
 	kinds   map[string]int
+	// logf logs the first errors of each kind in full, with their time,
+	// to be set beside the faults.
+	logf func(format string, args ...any)
 	// copied is how many values the check found in the copy.
 	copied int
 }
 
 // startCopiers starts n copiers from src to dst, clients of seeds with
 // the run's security options sec.
-func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int) (*copiers, error) {
+func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int, logf func(string, ...any)) (*copiers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel}
+	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel, logf: logf}
 	cp.stats.OnError = cp.kind
 	for i := range n {
 		o := copier.Options{Seeds: seeds, ClientOpts: sec, Src: src, Dst: dst, Group: cp.group,
@@ -52,6 +55,9 @@ func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int) (*copie
 	}
 	return cp, nil
 }
+
+// logFirstErrors is how many errors of each kind the copiers log in full.
+const logFirstErrors = 3
 
 // kind counts a copier's error by kind.
 func (cp *copiers) kind(err error) {
@@ -71,6 +77,9 @@ func (cp *copiers) kind(err error) {
 		cp.kinds = map[string]int{}
 	}
 	cp.kinds[kind]++
+	if n := cp.kinds[kind]; n <= logFirstErrors && cp.logf != nil {
+		cp.logf("  copier error %s (%d): %v", kind, n, err)
+	}
 }
 
 // stop ends every copier; each aborts what it has open as it closes.
