@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,7 +26,10 @@ type cluster struct {
 	extra     []string
 	tmpfsMB   int
 	sec       *security
-	nodes     []*node
+	// nodes changes only on the harness's main goroutine, under nodesMu,
+	// which other goroutines hold to read it (snapshot).
+	nodes   []*node
+	nodesMu sync.Mutex
 	// lastID is the highest node id handed out; a removed broker's id is
 	// not reused.
 	lastID int32
@@ -99,7 +103,9 @@ func (c *cluster) addBroker() (*node, error) {
 	if err := nd.prepare(c.bin, c.clusterID, "broker", "controller.quorum.bootstrap.servers="+strings.Join(boot, ","), c.extra, 0); err != nil {
 		return nil, err
 	}
+	c.nodesMu.Lock()
 	c.nodes = append(c.nodes, nd)
+	c.nodesMu.Unlock()
 	return nd, nd.start(c.bin)
 }
 
@@ -116,7 +122,16 @@ func (c *cluster) brokerOnly() *node {
 
 // forget drops nd from the cluster's nodes (remove-broker retired it).
 func (c *cluster) forget(nd *node) {
-	c.nodes = slices.DeleteFunc(c.nodes, func(x *node) bool { return x == nd })
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	c.nodes = slices.DeleteFunc(slices.Clone(c.nodes), func(x *node) bool { return x == nd })
+}
+
+// snapshot is a copy of the nodes, for goroutines other than the main one.
+func (c *cluster) snapshot() []*node {
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	return slices.Clone(c.nodes)
 }
 
 func (c *cluster) ids() []int32 {

@@ -241,6 +241,7 @@ type result struct {
 	anomalies      check.Anomalies
 	unhealed       int
 	copiers        string // the copiers' summary ("" without them)
+	logins         string // the login probe's summary ("" for plaintext)
 }
 
 const topic = "chaos"
@@ -278,6 +279,10 @@ func (r *runner) mainPhase() (*result, error) {
 			return nil, err
 		}
 	}
+	var probe *authProbe
+	if c.sec.secured() {
+		probe = startAuthProbe(c)
+	}
 	time.Sleep(3 * time.Second)
 	res := &result{}
 	kinds := strings.Split(r.o.faults, ",")
@@ -295,6 +300,10 @@ func (r *runner) mainPhase() (*result, error) {
 	if err := c.waitStable(in.topics(), in.counts(), stableFor, 3*time.Minute); err != nil {
 		r.logf("NOT HEALED at the end: %v", err)
 		res.unhealed++
+	}
+	if probe != nil {
+		probe.stop()
+		res.logins = probe.summary()
 	}
 	if err := w.stop(60 * time.Second); err != nil {
 		r.logf("workload stop: %v (unanswered values stay indeterminate)", err)

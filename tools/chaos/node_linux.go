@@ -35,6 +35,8 @@ type node struct {
 		done chan struct{} // closed when cmd has exited
 		// paused is set between SIGSTOP and SIGCONT.
 		paused bool
+		// started is when cmd was started.
+		started time.Time
 	}
 }
 
@@ -93,7 +95,7 @@ func (n *node) start(bin string) error {
 		return err
 	}
 	done := make(chan struct{})
-	n.mu.cmd, n.mu.done, n.mu.paused = cmd, done, false
+	n.mu.cmd, n.mu.done, n.mu.paused, n.mu.started = cmd, done, false, time.Now()
 	go func() {
 		cmd.Wait()
 		logf.Close()
@@ -116,6 +118,13 @@ func (n *node) running() bool {
 	default:
 		return true
 	}
+}
+
+// startedAt is when the node's process was last started.
+func (n *node) startedAt() time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mu.started
 }
 
 func (n *node) paused() bool {

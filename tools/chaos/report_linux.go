@@ -101,6 +101,9 @@ func (r *runner) printReport(res *result, a1 *acks1Result) {
 	if res.copiers != "" {
 		p("| transactional copiers | %s |", res.copiers)
 	}
+	if res.logins != "" {
+		p("| SCRAM logins of a fresh client to each node every %v | %s |", probeEvery, res.logins)
+	}
 	for _, k := range check.Kinds {
 		p("| anomaly: %s | %d |", k, len(res.anomalies[k]))
 	}
