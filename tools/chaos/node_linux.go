@@ -97,7 +97,10 @@ func (n *node) start(bin string) error {
 	done := make(chan struct{})
 	n.mu.cmd, n.mu.done, n.mu.paused, n.mu.started = cmd, done, false, time.Now()
 	go func() {
-		cmd.Wait()
+		// The exit status goes to the log: a node that exits on its own
+		// without a word was killed by a signal, and which one matters.
+		err := cmd.Wait()
+		fmt.Fprintf(logf, "==== chaos: exit at %s: %v ====\n", time.Now().UTC().Format(time.RFC3339Nano), err)
 		logf.Close()
 		close(done)
 	}()
