@@ -401,6 +401,9 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 	if n := b.srv.opts.SendBuffer; n > 0 {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
 	}
+	if n := b.srv.opts.ReceiveBuffer; n > 0 {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+	}
 	c := &conn{fd: fd, loop: b, lastActive: b.now, tls: t}
 	c.in.max = b.srv.opts.MaxFrame
 	c.replyFn = c.deliver
