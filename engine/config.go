@@ -41,7 +41,7 @@ type Config struct {
 	// (socket.send.buffer.bytes; -1: the OS's autotuning).
 	SocketSendBufferBytes int32
 	// SocketReceiveBufferBytes is SO_RCVBUF of client connections
-	// (socket.receive.buffer.bytes; -1: the OS's autotuning).
+	// (socket.receive.buffer.bytes; -1, the default: the OS's autotuning).
 	SocketReceiveBufferBytes int32
 	ConnectionsMaxIdle       time.Duration
 

@@ -19,7 +19,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 	want := Config{
 		NodeID: 1, Listen: "localhost:9092", DataDir: "./data",
 		NumPartitions: 1, AutoCreateTopics: true, DeleteTopicEnable: true,
-		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, SocketSendBufferBytes: 102400, SocketReceiveBufferBytes: 102400, ConnectionsMaxIdle: 10 * time.Minute,
+		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, SocketSendBufferBytes: 102400, SocketReceiveBufferBytes: -1, ConnectionsMaxIdle: 10 * time.Minute,
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
