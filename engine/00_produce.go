@@ -226,7 +226,7 @@ func (b *Broker) producePartition(s *produceScratch, t *Topic, rp *kmsg.ProduceR
 		produceFailed(s.r, out, err)
 		return
 	}
-	e := storage.AppendEntry{Records: records, Header: h, HasHeader: true}
+	e := storage.AppendEntry{Records: records, Header: h, HasHeader: true, TxnV2: h.IsTransactional() && b.txnV2Produce(s.r)}
 	// A batch re-encoded into s.batch is appended now: the next
 	// partition's re-encoding reuses that buffer.
 	if batch != nil && len(records) > 0 && &records[0] == &rp.Records[0] {

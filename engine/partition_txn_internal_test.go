@@ -143,3 +143,38 @@ func TestStableReadable(t *testing.T) {
 		}
 	}
 }
+
+// TestVerificationHoldsLaterBatchesBehindAFailedOne: once a batch of a
+// producer's transaction fails its verification on a partition, its later
+// batches there are held (retriably) until that one is verified, so none
+// can be appended ahead of it; a new producer epoch or leader epoch starts
+// afresh, and a verified batch lets the rest through.
+func TestVerificationHoldsLaterBatchesBehindAFailedOne(t *testing.T) {
+	br := benchBroker(t)
+	p := br.Topic("bench").Partition(0)
+	var v verifiedTxns
+	v.failed(p, 7, 3, 5)
+	if seq, held := v.heldBehind(p, 7, 3, 9); !held || seq != 5 {
+		t.Fatalf("a later batch: held %v behind %d, want held behind 5", held, seq)
+	}
+	if _, held := v.heldBehind(p, 7, 3, 5); held {
+		t.Fatal("the failed batch's retry is held behind itself")
+	}
+	v.failed(p, 7, 3, 2) // an even earlier one failed too
+	if _, held := v.heldBehind(p, 7, 3, 4); !held {
+		t.Fatal("a batch after the earliest failed one is not held")
+	}
+	if _, held := v.heldBehind(p, 7, 4, 9); held {
+		t.Fatal("a new producer epoch is held behind the old one's batch")
+	}
+	if _, held := v.heldBehind(p, 8, 3, 9); held {
+		t.Fatal("another producer is held")
+	}
+	if v.ok(p, 7, 3) {
+		t.Fatal("a failed verification counts as verified")
+	}
+	v.set(p, 7, 3)
+	if _, held := v.heldBehind(p, 7, 3, 9); held || !v.ok(p, 7, 3) {
+		t.Fatal("still held once verified")
+	}
+}

@@ -206,10 +206,52 @@ func initTxnProducer(t *testing.T, rc *rawConn, id string) *kmsg.InitProducerIDR
 }
 
 func produceTxnRaw(rc *rawConn, id, topic string, batch []byte) kmsg.ProduceResponseTopicPartition {
+	return produceTxnRawV(rc, id, topic, batch, 9)
+}
+
+// produceTxnRawV is produceTxnRaw at Produce version v (v12+: transactions
+// version 2, the leader adds the partition to the transaction).
+func produceTxnRawV(rc *rawConn, id, topic string, batch []byte, v int16) kmsg.ProduceResponseTopicPartition {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 5000, &id
 	req.Topics = []kmsg.ProduceRequestTopic{{Topic: topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: 0, Records: batch}}}}
-	return do[*kmsg.ProduceResponse](rc, req, 9).Topics[0].Partitions[0]
+	return do[*kmsg.ProduceResponse](rc, req, v).Topics[0].Partitions[0]
+}
+
+// TestTxnV2LaterBatchFirstIsRetriedNotAppended: a producer on transactions
+// version 2 whose second batch to a partition arrives before its first (the
+// first failed its verification and is being retried) gets
+// OUT_OF_ORDER_SEQUENCE_NUMBER, which the client retries behind the first,
+// instead of an append that leaves the first out of order for good. A CI
+// run of the Java cluster scenario hung on that: its commit waited 30 s
+// for a batch retried forever.
+func TestTxnV2LaterBatchFirstIsRetriedNotAppended(t *testing.T) {
+	tb := txnBrokerVersion(t, 2)
+	makeTopic(t, tb, "v2seq", 1, nil)
+	rc := dialRaw(t, tb.Addr)
+	id := "tx-v2seq"
+	init := initTxnProducer(t, rc, id)
+	pid, epoch := init.ProducerID, init.ProducerEpoch
+	later := txnBatch(t, pid, epoch, 1, "b", "END")
+	if p := produceTxnRawV(rc, id, "v2seq", later, 12); p.ErrorCode != kerr.OutOfOrderSequenceNumber.Code {
+		t.Fatalf("the later batch first: %v, want OUT_OF_ORDER_SEQUENCE_NUMBER", kerr.ErrorForCode(p.ErrorCode))
+	} else {
+		t.Logf("the later batch first: %s", *p.ErrorMessage)
+	}
+	if p := produceTxnRawV(rc, id, "v2seq", txnBatch(t, pid, epoch, 0, "a"), 12); p.ErrorCode != 0 || p.BaseOffset != 0 {
+		t.Fatalf("the first batch: %v at %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+	}
+	if p := produceTxnRawV(rc, id, "v2seq", later, 12); p.ErrorCode != 0 || p.BaseOffset != 1 {
+		t.Fatalf("the later batch retried: %v at %d", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if r := do[*kmsg.EndTxnResponse](rc, end, 5); r.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if got := readUntil(t, tb, "v2seq", 1, "END", kgo.ReadCommitted()); fmt.Sprint(got) != "[a b]" {
+		t.Fatalf("read_committed read %v, want [a b]", got)
+	}
 }
 
 // TestGroupTransactSession is consume-transform-produce: records of "in"

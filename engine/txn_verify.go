@@ -10,6 +10,14 @@ package engine
 // a (partition, producer) pair is remembered at its producer epoch and the
 // partition's leader epoch until the producer's marker is written here, so
 // only the first batch of a transaction on a partition asks.
+//
+// A batch whose verification fails retriably (the coordinator busy with
+// another partition of the transaction, moving, or unreachable) is
+// remembered too, by its sequence: until it is verified, the producer's
+// later batches on the partition are refused (retriably) rather than
+// verified and appended ahead of it. A partition with no state for the
+// producer accepts any first sequence, so a later batch appended first
+// would leave the earlier one out of order for good (Kafka: KAFKA-14884).
 
 import (
 	"sync"
@@ -37,13 +45,16 @@ type verifiedKey struct {
 type verifiedAt struct {
 	epoch       int16 // the producer's
 	leaderEpoch int32 // the partition's: a leadership change forgets
+	// failedSeq is -1 once verified; otherwise the lowest sequence of the
+	// producer's batches whose verification failed at this epoch.
+	failedSeq int32
 }
 
 func (v *verifiedTxns) ok(p *Partition, pid int64, epoch int16) bool {
 	v.mu.RLock()
 	at, found := v.m[verifiedKey{p, pid}]
 	v.mu.RUnlock()
-	return found && at == verifiedAt{epoch, p.LeaderEpoch()}
+	return found && at == verifiedAt{epoch, p.LeaderEpoch(), -1}
 }
 
 func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
@@ -52,7 +63,33 @@ func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
 	if v.m == nil {
 		v.m = map[verifiedKey]verifiedAt{}
 	}
-	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch()}
+	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch(), -1}
+}
+
+// failed remembers that the batch at seq failed its verification.
+func (v *verifiedTxns) failed(p *Partition, pid int64, epoch int16, seq int32) {
+	at := verifiedAt{epoch, p.LeaderEpoch(), seq}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[verifiedKey]verifiedAt{}
+	}
+	k := verifiedKey{p, pid}
+	if old, found := v.m[k]; found && old.epoch == at.epoch && old.leaderEpoch == at.leaderEpoch && old.failedSeq >= 0 {
+		at.failedSeq = min(old.failedSeq, seq)
+	}
+	v.m[k] = at
+}
+
+// heldBehind returns the sequence of an earlier batch of the producer's
+// transaction that failed its verification here and is not verified yet,
+// when seq comes after it.
+func (v *verifiedTxns) heldBehind(p *Partition, pid int64, epoch int16, seq int32) (int32, bool) {
+	v.mu.RLock()
+	at, found := v.m[verifiedKey{p, pid}]
+	v.mu.RUnlock()
+	held := found && at.epoch == epoch && at.leaderEpoch == p.LeaderEpoch() && at.failedSeq >= 0 && seq > at.failedSeq
+	return at.failedSeq, held
 }
 
 // forget drops a pair once its marker is written: the entries live only
@@ -75,9 +112,10 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 		return nil
 	}
 	id, tp := *req.TransactionID, txn.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
-	// Transactions version 2 (Produce v12+): the producer no longer adds
-	// partitions itself; the leader adds this one for it.
-	add := r.Version >= 12 && b.txnVersion() >= 2
+	if seq, held := b.txnVerified.heldBehind(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence); held {
+		return produceErr(kerr.NotEnoughReplicas, "the batch at sequence %d waits for the transaction's earlier batch at sequence %d to be verified", h.BaseSequence, seq)
+	}
+	add := b.txnV2Produce(r)
 	code := b.askCoordinator(id, h.ProducerID, h.ProducerEpoch, tp, add)
 	switch code {
 	case 0:
@@ -90,7 +128,16 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 	case kerr.InvalidProducerIDMapping.Code:
 		return produceErr(kerr.InvalidProducerIDMapping, "producer id %d is not that of %q", h.ProducerID, id)
 	}
+	b.txnVerified.failed(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 	return produceErr(kerr.NotEnoughReplicas, "cannot verify the transaction of %q: %v", id, kerr.ErrorForCode(code))
+}
+
+// txnV2Produce reports whether the transactional produce r comes from a
+// producer on transactions version 2 (Produce v12+ with the cluster's
+// transaction.version at 2): it no longer adds partitions itself, the
+// leader adds them for it, and each transaction starts its sequences at 0.
+func (b *Broker) txnV2Produce(r *Request) bool {
+	return r.Version >= 12 && b.txnVersion() >= 2
 }
 
 // askCoordinator asks the id's coordinator whether tp is in the

@@ -21,6 +21,14 @@ type AppendEntry struct {
 	// counts, size).
 	Header    record.Header
 	HasHeader bool
+	// TxnV2: the record set comes from a producer on transactions version
+	// 2 (KIP-890 part 2), whose every transaction starts its sequences at
+	// 0 on each partition. A transactional batch of a producer this log
+	// has no state for must then start at 0: accepting a later batch first
+	// (its earlier one still retrying after a failed verification) would
+	// leave the earlier one out of order for good, the producer retrying
+	// it until its transaction times out (Kafka: KAFKA-18202).
+	TxnV2 bool
 	// filled by Append:
 	Result AppendResult
 	Err    error
@@ -145,7 +153,7 @@ func (l *Log) prepareEntry(e *AppendEntry, opt *AppendOptions, now int64) (n, ba
 	if n > cfg.SegmentBytes {
 		return 0, 0, ErrRecordListTooLarge
 	}
-	if dup, isDup, err := l.checkProducersLocked(e.Records, &first, now); err != nil {
+	if dup, isDup, err := l.checkProducersLocked(e.Records, &first, e.TxnV2, now); err != nil {
 		return 0, 0, err
 	} else if isDup {
 		e.Result.Duplicate = true
@@ -199,8 +207,9 @@ func batchHeader(e *AppendEntry, pos int64) (record.Header, error) {
 // checkProducersLocked applies the idempotent producer rules to each batch
 // of the validated record set b with a producer id, updating the state as it
 // goes and undoing its updates if a later batch of the same record set is
-// rejected. first is the header of the first batch.
-func (l *Log) checkProducersLocked(b []byte, first *record.Header, now int64) (dup batchMeta, isDup bool, err error) {
+// rejected. first is the header of the first batch; txnV2 is the entry's
+// TxnV2.
+func (l *Log) checkProducersLocked(b []byte, first *record.Header, txnV2 bool, now int64) (dup batchMeta, isDup bool, err error) {
 	p := l.producers
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -219,7 +228,7 @@ func (l *Log) checkProducersLocked(b []byte, first *record.Header, now int64) (d
 		if l.mu.cfg.TimestampType == LogAppendTime {
 			h.MaxTimestamp = now
 		}
-		if dup, isDup, err = p.check(&h); err != nil || isDup {
+		if dup, isDup, err = p.check(&h, txnV2); err != nil || isDup {
 			p.undo(l.mu.undo)
 			return dup, isDup, err
 		}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/sluice-broker/sluice/record"
@@ -74,7 +75,7 @@ func TestAppendWithCallerHeaderIdempotence(t *testing.T) {
 	if e := append1(idemBatch(9, 0, 0, 4)); e.Err != nil || !e.Result.Duplicate || e.Result.FirstOffset != 0 {
 		t.Fatalf("retry: %+v", e)
 	}
-	if e := append1(idemBatch(9, 0, 8, 1)); e.Err != ErrOutOfOrderSequence {
+	if e := append1(idemBatch(9, 0, 8, 1)); !errors.Is(e.Err, ErrOutOfOrderSequence) {
 		t.Fatalf("gap: %+v", e)
 	}
 	if e := append1(idemBatch(9, 0, 4, 2)); e.Err != nil || e.Result.FirstOffset != 4 || e.Result.LastOffset != 5 {

@@ -105,11 +105,19 @@ func inSequence(last, next int32) bool {
 // A producer id the log does not know is accepted at any sequence: since
 // KIP-360 (Kafka 2.5) the broker cannot tell an unknown producer from one
 // whose state was removed with old segments, so it does not answer
-// UNKNOWN_PRODUCER_ID on produce. The caller holds p.mu.
-func (p *producerState) check(h *record.Header) (dup batchMeta, isDup bool, err error) {
+// UNKNOWN_PRODUCER_ID on produce. The exception is a transactional batch
+// of a transactions-version-2 producer (txnV2), which starts every
+// transaction at sequence 0: anything else is out of order, and the
+// producer retries it behind its earlier batch. The caller holds p.mu.
+func (p *producerState) check(h *record.Header, txnV2 bool) (dup batchMeta, isDup bool, err error) {
 	e := p.mu.m[h.ProducerID]
-	if e == nil {
-		return batchMeta{}, false, nil
+	if e == nil || e.epoch == noProducerEpoch {
+		if txnV2 && h.IsTransactional() && h.BaseSequence != 0 {
+			return batchMeta{}, false, &sequenceGapError{pid: h.ProducerID, epoch: h.ProducerEpoch, base: h.BaseSequence, last: -1}
+		}
+		if e == nil {
+			return batchMeta{}, false, nil
+		}
 	}
 	if h.ProducerEpoch < e.epoch {
 		return batchMeta{}, false, ErrInvalidProducerEpoch
@@ -133,10 +141,28 @@ func (p *producerState) check(h *record.Header) (dup batchMeta, isDup bool, err 
 		last = -1
 	}
 	if !inSequence(last, h.BaseSequence) {
-		return batchMeta{}, false, ErrOutOfOrderSequence
+		return batchMeta{}, false, &sequenceGapError{pid: h.ProducerID, epoch: h.ProducerEpoch, base: h.BaseSequence, last: last, nb: e.nb}
 	}
 	return batchMeta{}, false, nil
 }
+
+// sequenceGapError is an OUT_OF_ORDER_SEQUENCE_NUMBER with the state that
+// refused it, so the client's log (which prints the error message) says
+// which sequence the partition expected. It allocates, but only on a
+// refusal, which a producer in order never sees.
+type sequenceGapError struct {
+	pid        int64
+	epoch      int16
+	base, last int32
+	nb         int // batches of this epoch the partition remembers
+}
+
+func (e *sequenceGapError) Error() string {
+	return fmt.Sprintf("%v: producer %d epoch %d sent sequence %d, the partition's last is %d (%d batches of this epoch remembered)",
+		ErrOutOfOrderSequence, e.pid, e.epoch, e.base, e.last, e.nb)
+}
+
+func (e *sequenceGapError) Unwrap() error { return ErrOutOfOrderSequence }
 
 // update records an appended batch (with its assigned offsets) and returns
 // the undo record for it. The caller holds p.mu.

@@ -225,6 +225,42 @@ func TestTxnV2LateMarkerDoesNotEndTheNextTransaction(t *testing.T) {
 	checkLSO(t, l, l.LogEndOffset())
 }
 
+// TestTxnV2UnknownProducerStartsAtZero: a producer on transactions
+// version 2 starts each transaction at sequence 0, so with no state here
+// its later batch is refused until the first one is in. The CI run it
+// comes from: the first batch of a Java producer's first transaction on a
+// partition failed its verification (CONCURRENT_TRANSACTIONS, retriable),
+// the second passed and was appended at sequence 1, and the retried first
+// one was then out of order for good: the commit hung.
+func TestTxnV2UnknownProducerStartsAtZero(t *testing.T) {
+	l := mustOpen(t, t.TempDir(), testConfig())
+	defer l.Close()
+	appendV2 := func(b []byte, v2 bool) error {
+		e := []AppendEntry{{Records: b, TxnV2: v2}}
+		if err := l.Append(e, AppendOptions{}); err != nil {
+			return err
+		}
+		return e[0].Err
+	}
+	if err := appendV2(txnBatch(7, 0, 1, 4), true); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("version 2, unknown producer, sequence 1: %v, want ErrOutOfOrderSequence", err)
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatalf("log end %d after a refused batch", l.LogEndOffset())
+	}
+	if err := appendV2(txnBatch(7, 0, 0, 1), true); err != nil {
+		t.Fatalf("sequence 0: %v", err)
+	}
+	if err := appendV2(txnBatch(7, 0, 1, 4), true); err != nil {
+		t.Fatalf("the retried later batch: %v", err)
+	}
+	// Version 1 keeps KIP-360's rule: an unknown producer at any sequence
+	// (its state may have gone with old segments).
+	if err := appendV2(txnBatch(8, 0, 9, 1), false); err != nil {
+		t.Fatalf("version 1, unknown producer, sequence 9: %v", err)
+	}
+}
+
 // TestTxnAbortedLookup checks the fetch-range rule: entries whose marker
 // is at or after the fetch offset and that began before its end.
 func TestTxnAbortedLookup(t *testing.T) {
