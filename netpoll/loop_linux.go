@@ -860,7 +860,7 @@ func writev(fd int, iov []unix.Iovec) (int, error) {
 // sendfileOnce sends up to n bytes of file fd at off to the socket; it
 // returns the bytes sent (≥ 0) or an error (EAGAIN when the socket is full).
 func sendfileOnce(sock, fd int, off *int64, n int64) (int, error) {
-	n = min(n, 1<<30)
+	n = min(n, maxSendfile)
 	for {
 		w, err := unix.Sendfile(sock, fd, off, int(n))
 		if err == unix.EINTR {
@@ -875,6 +875,9 @@ func sendfileOnce(sock, fd int, off *int64, n int64) (int, error) {
 		return w, nil
 	}
 }
+
+// maxSendfile bounds one sendfile call (Linux moves at most about 2 GiB).
+const maxSendfile = 1 << 30
 
 var errShortFile = errors.New("netpoll: file region extends past the end of the file")
 
