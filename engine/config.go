@@ -40,7 +40,10 @@ type Config struct {
 	// SocketSendBufferBytes is SO_SNDBUF of client connections
 	// (socket.send.buffer.bytes; -1: the OS's autotuning).
 	SocketSendBufferBytes int32
-	ConnectionsMaxIdle    time.Duration
+	// SocketReceiveBufferBytes is SO_RCVBUF of client connections
+	// (socket.receive.buffer.bytes; -1, the default: the OS's autotuning).
+	SocketReceiveBufferBytes int32
+	ConnectionsMaxIdle       time.Duration
 
 	// Log holds the broker-wide defaults of the topic-level log configs
 	// (log.segment.bytes, log.retention.ms, …).
