@@ -73,6 +73,7 @@ type Config struct {
 	TxnStatePartitions        int32         // transaction.state.log.num.partitions
 	TxnStateReplicationFactor int32         // transaction.state.log.replication.factor
 	TxnStateSegmentBytes      int64         // transaction.state.log.segment.bytes
+	TxnStateMinISR            int32         // transaction.state.log.min.isr
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms
 	TxnIDExpiration           time.Duration // transactional.id.expiration.ms
 	TxnAbortCheckInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms

@@ -264,6 +264,8 @@ var configKeys = append([]configKey{
 		doc: "replication factor of __transaction_state (at most the brokers registered when it is created: 1 on a single node)", field: func(c *Config) any { return &c.TxnStateReplicationFactor }},
 	{name: "transaction.state.log.segment.bytes", typ: typeInt, def: "104857600", min: 1, max: maxInt32, doc: "segment size of __transaction_state",
 		field: func(c *Config) any { return &c.TxnStateSegmentBytes }},
+	{name: "transaction.state.log.min.isr", typ: typeInt, def: "2", min: 1, max: maxInt32,
+		doc: "min.insync.replicas of __transaction_state when it is created (at most its replication factor: 1 on a single node)", field: func(c *Config) any { return &c.TxnStateMinISR }},
 	{name: "transaction.max.timeout.ms", typ: typeInt, def: "900000", min: 1, max: maxInt32, doc: "largest transaction.timeout.ms a producer may ask for",
 		field: func(c *Config) any { return millis{&c.TxnMaxTimeout} }},
 	{name: "transactional.id.expiration.ms", typ: typeInt, def: "604800000", min: 1, max: maxInt32,
@@ -325,7 +327,6 @@ var configKeys = append([]configKey{
 	// has nothing to tune with them.
 	ignored("num.network.threads", typeInt), ignored("num.io.threads", typeInt),
 	ignored("num.recovery.threads.per.data.dir", typeInt),
-	ignored("transaction.state.log.min.isr", typeInt),
 	ignored("share.coordinator.state.topic.replication.factor", typeInt), ignored("share.coordinator.state.topic.min.isr", typeInt),
 	{name: "share.coordinator.state.topic.num.partitions", typ: typeInt, def: "50", min: 1, max: 10000, doc: "partitions of __share_group_state",
 		field: func(c *Config) any { return &c.ShareStateTopicPartitions }},

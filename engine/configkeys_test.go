@@ -34,7 +34,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
 		// The transaction coordinator's keys, Kafka's defaults.
-		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20,
+		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20, TxnStateMinISR: 2,
 		TxnMaxTimeout: 15 * time.Minute, TxnIDExpiration: 7 * 24 * time.Hour, TxnAbortCheckInterval: 10 * time.Second,
 		TxnExpireCheckInterval: time.Hour, TxnVersion: 2,
 		// The listeners as listeners.go derives them.
@@ -173,7 +173,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
 		// The transaction coordinator's (new with transactions).
 		"transaction.state.log.num.partitions": {1, 10000}, "transaction.state.log.replication.factor": {1, i32},
-		"transaction.state.log.segment.bytes": {1, i32}, "transaction.max.timeout.ms": {1, i32},
+		"transaction.state.log.segment.bytes": {1, i32}, "transaction.state.log.min.isr": {1, i32}, "transaction.max.timeout.ms": {1, i32},
 		"transactional.id.expiration.ms": {1, i32}, "transaction.abort.timed.out.transaction.cleanup.interval.ms": {1, i32},
 		"transaction.remove.expired.transaction.cleanup.interval.ms": {1, i32}, "sluice.transaction.version": {1, 2},
 		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.
