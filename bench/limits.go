@@ -41,6 +41,10 @@ func MeasureLimits(dir string, fileBytes int64, d time.Duration) (Limits, error)
 
 const limitChunk = 1 << 20
 
+// limitSendBuffer is SO_SNDBUF of the loopback sendfile stream: the
+// brokers' socket.send.buffer.bytes.
+const limitSendBuffer = 102400
+
 func randomChunk() []byte {
 	b := make([]byte, limitChunk)
 	_, _ = rand.NewChaCha8([32]byte{'l', 'i', 'm', 'i', 't'}).Read(b)
@@ -146,6 +150,14 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 		return 0, err
 	}
 	defer file.Close()
+	// The brokers' send buffer (socket.send.buffer.bytes, 102400 in both
+	// Sluice and Kafka). Left to the kernel's autotuning (4 MiB on
+	// loopback) this stream moved about half what both brokers then did
+	// through one fetch connection (BENCHMARKS.md, "Socket receive buffer
+	// and the fetch path"): it measured a slower setting, not a ceiling.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, limitSendBuffer); err != nil {
+		return 0, err
+	}
 	src := int(f.Fd())
 	start := time.Now()
 	var off int64

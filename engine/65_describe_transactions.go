@@ -5,7 +5,8 @@ package engine
 // Describes transactional ids coordinated by this broker: state (Kafka's
 // names: Empty, Ongoing, PrepareCommit, ...), timeout, start time (-1 with
 // no transaction open), producer id and epoch, and the partitions of the
-// open transaction. Per id: NOT_COORDINATOR when another broker
+// open transaction (in a Prepare state, those whose marker is not written
+// yet, as Kafka lists them). Per id: NOT_COORDINATOR when another broker
 // coordinates it, TRANSACTIONAL_ID_NOT_FOUND when unknown. Kafka's
 // kafka-transactions describe sends it.
 

@@ -40,7 +40,10 @@ type Config struct {
 	// SocketSendBufferBytes is SO_SNDBUF of client connections
 	// (socket.send.buffer.bytes; -1: the OS's autotuning).
 	SocketSendBufferBytes int32
-	ConnectionsMaxIdle    time.Duration
+	// SocketReceiveBufferBytes is SO_RCVBUF of client connections
+	// (socket.receive.buffer.bytes; -1, the default: the OS's autotuning).
+	SocketReceiveBufferBytes int32
+	ConnectionsMaxIdle       time.Duration
 
 	// Log holds the broker-wide defaults of the topic-level log configs
 	// (log.segment.bytes, log.retention.ms, …).
@@ -70,6 +73,7 @@ type Config struct {
 	TxnStatePartitions        int32         // transaction.state.log.num.partitions
 	TxnStateReplicationFactor int32         // transaction.state.log.replication.factor
 	TxnStateSegmentBytes      int64         // transaction.state.log.segment.bytes
+	TxnStateMinISR            int32         // transaction.state.log.min.isr
 	TxnMaxTimeout             time.Duration // transaction.max.timeout.ms
 	TxnIDExpiration           time.Duration // transactional.id.expiration.ms
 	TxnAbortCheckInterval     time.Duration // transaction.abort.timed.out.transaction.cleanup.interval.ms

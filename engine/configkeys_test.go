@@ -19,7 +19,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 	want := Config{
 		NodeID: 1, Listen: "localhost:9092", DataDir: "./data",
 		NumPartitions: 1, AutoCreateTopics: true, DeleteTopicEnable: true,
-		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, SocketSendBufferBytes: 102400, ConnectionsMaxIdle: 10 * time.Minute,
+		MessageMaxBytes: 1048588, SocketRequestMaxBytes: 100 << 20, SocketSendBufferBytes: 102400, SocketReceiveBufferBytes: -1, ConnectionsMaxIdle: 10 * time.Minute,
 		Log: storage.DefaultConfig(), CompressionType: "producer", CleanupPolicy: "delete", RetentionCheckInterval: 5 * time.Minute, LogCleanerBackoff: 15 * time.Second,
 		GroupInitialRebalanceDelay: 3 * time.Second, GroupMinSessionTimeout: 6 * time.Second,
 		GroupMaxSessionTimeout: 30 * time.Minute, GroupMaxSize: math.MaxInt32,
@@ -34,7 +34,7 @@ func TestDefaultConfigUnchanged(t *testing.T) {
 		BrokerHeartbeatInterval: 2 * time.Second, BrokerSessionTimeout: 9 * time.Second, ReplicaLagTimeMax: 30 * time.Second,
 		LeaderReplicationThrottledRate: math.MaxInt64, FollowerReplicationThrottledRate: math.MaxInt64,
 		// The transaction coordinator's keys, Kafka's defaults.
-		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20,
+		TxnStatePartitions: 50, TxnStateReplicationFactor: 3, TxnStateSegmentBytes: 100 << 20, TxnStateMinISR: 2,
 		TxnMaxTimeout: 15 * time.Minute, TxnIDExpiration: 7 * 24 * time.Hour, TxnAbortCheckInterval: 10 * time.Second,
 		TxnExpireCheckInterval: time.Hour, TxnVersion: 2,
 		// The listeners as listeners.go derives them.
@@ -155,7 +155,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"log.index.size.max.bytes": {4, i32}, "log.index.interval.bytes": {0, i32}, "log.retention.ms": {-1, i64},
 		"log.retention.bytes": {-1, i64}, "log.retention.check.interval.ms": {1, i64}, "log.flush.interval.messages": {1, i64},
 		"log.flush.interval.ms": {0, i64}, "log.segment.delete.delay.ms": {0, i64}, "message.max.bytes": {0, i32},
-		"socket.request.max.bytes": {1, i32}, "socket.send.buffer.bytes": {-1, i32}, "connections.max.idle.ms": {1, i64}, "group.initial.rebalance.delay.ms": {0, i32},
+		"socket.request.max.bytes": {1, i32}, "socket.send.buffer.bytes": {-1, i32}, "socket.receive.buffer.bytes": {-1, i32}, "connections.max.idle.ms": {1, i64}, "group.initial.rebalance.delay.ms": {0, i32},
 		"group.min.session.timeout.ms": {0, i32}, "group.max.session.timeout.ms": {0, i32}, "group.max.size": {1, i32},
 		"offsets.topic.num.partitions": {1, 10000}, "offsets.topic.segment.bytes": {1, i32}, "offsets.retention.minutes": {1, i32},
 		"max.incremental.fetch.session.cache.slots": {0, i32}, "sluice.net.loops": {0, 1024},
@@ -173,7 +173,7 @@ func TestBoundsAsBefore(t *testing.T) {
 		"leader.replication.throttled.rate": {0, i64}, "follower.replication.throttled.rate": {0, i64},
 		// The transaction coordinator's (new with transactions).
 		"transaction.state.log.num.partitions": {1, 10000}, "transaction.state.log.replication.factor": {1, i32},
-		"transaction.state.log.segment.bytes": {1, i32}, "transaction.max.timeout.ms": {1, i32},
+		"transaction.state.log.segment.bytes": {1, i32}, "transaction.state.log.min.isr": {1, i32}, "transaction.max.timeout.ms": {1, i32},
 		"transactional.id.expiration.ms": {1, i32}, "transaction.abort.timed.out.transaction.cleanup.interval.ms": {1, i32},
 		"transaction.remove.expired.transaction.cleanup.interval.ms": {1, i32}, "sluice.transaction.version": {1, 2},
 		// Connection limits and quota windows (configkeys_authz.go), Kafka's ranges.

@@ -528,3 +528,26 @@ func TestTransactionAPIErrors(t *testing.T) {
 		t.Fatalf("transactional batch without a transactional id: %v", kerr.ErrorForCode(p.ErrorCode))
 	}
 }
+
+// TestTxnStateMinISRCappedOnOneNode: transaction.state.log.min.isr keeps
+// Kafka's default 2, and on one node __transaction_state gets 1 (its
+// replication factor), so transactions work with the defaults.
+func TestTxnStateMinISRCappedOnOneNode(t *testing.T) {
+	tb := txnBroker(t)
+	makeTopic(t, tb, "minisr", 1, nil)
+	p := tb.Client(t, kgo.TransactionalID("tx-minisr"), kgo.DefaultProduceTopic("minisr"))
+	produceTxn(t, p, "minisr", true, "a", "END")
+	rcs, err := kadm.NewClient(tb.Client(t)).DescribeTopicConfigs(context.Background(), "__transaction_state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On("__transaction_state", nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe: %v %v", err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "min.insync.replicas" && (c.Value == nil || *c.Value != "1") {
+			t.Fatalf("min.insync.replicas %v, want 1", c.Value)
+		}
+	}
+}

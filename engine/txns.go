@@ -122,14 +122,27 @@ func (b *Broker) ensureTxnTopic() bool {
 }
 
 // createTxnTopic creates __transaction_state with Kafka's settings for it:
-// compacted, uncompressed as written, transaction.state.log.segment.bytes.
+// compacted, uncompressed as written, transaction.state.log.segment.bytes,
+// and min.insync.replicas from transaction.state.log.min.isr, so that a
+// transaction's Prepare record is acknowledged only once that many
+// replicas hold it. Unlike Kafka the minimum is capped at the replication
+// factor the topic gets (which is capped at the brokers registered), so a
+// single node's transactions work with the defaults.
 func (b *Broker) createTxnTopic() (*Topic, error) {
 	overrides := map[string]string{
 		"cleanup.policy":   "compact",
 		"compression.type": "producer",
 		"segment.bytes":    itoa(b.cfg.TxnStateSegmentBytes),
 	}
-	return b.CreateTopic(txnStateTopic, b.cfg.TxnStatePartitions, overrides, false)
+	if b.cluster == nil {
+		overrides["min.insync.replicas"] = "1"
+		return b.CreateTopic(txnStateTopic, b.cfg.TxnStatePartitions, overrides, false)
+	}
+	// One request, so the minimum and the replication factor come from
+	// one count of the brokers.
+	rt := b.clusterTopicRequest(txnStateTopic, b.cfg.TxnStatePartitions)
+	overrides["min.insync.replicas"] = itoa(min(int64(b.cfg.TxnStateMinISR), int64(rt.ReplicationFactor)))
+	return b.cluster.forwardCreateTopic(rt, overrides, false)
 }
 
 // syncTxns loads the transaction state partitions this broker leads in img

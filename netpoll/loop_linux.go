@@ -401,6 +401,9 @@ func (b *loopBase) newConn(fd int, listener string, t *tlsLayer) *conn {
 	if n := b.srv.opts.SendBuffer; n > 0 {
 		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, n)
 	}
+	if n := b.srv.opts.ReceiveBuffer; n > 0 {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+	}
 	c := &conn{fd: fd, loop: b, lastActive: b.now, tls: t}
 	c.in.max = b.srv.opts.MaxFrame
 	c.replyFn = c.deliver
@@ -857,7 +860,7 @@ func writev(fd int, iov []unix.Iovec) (int, error) {
 // sendfileOnce sends up to n bytes of file fd at off to the socket; it
 // returns the bytes sent (≥ 0) or an error (EAGAIN when the socket is full).
 func sendfileOnce(sock, fd int, off *int64, n int64) (int, error) {
-	n = min(n, 1<<30)
+	n = min(n, maxSendfile)
 	for {
 		w, err := unix.Sendfile(sock, fd, off, int(n))
 		if err == unix.EINTR {
@@ -872,6 +875,9 @@ func sendfileOnce(sock, fd int, off *int64, n int64) (int, error) {
 		return w, nil
 	}
 }
+
+// maxSendfile bounds one sendfile call (Linux moves at most about 2 GiB).
+const maxSendfile = 1 << 30
 
 var errShortFile = errors.New("netpoll: file region extends past the end of the file")
 

@@ -196,7 +196,11 @@ type Options struct {
 	// SendBuffer, when positive, is SO_SNDBUF of accepted connections
 	// (Kafka's socket.send.buffer.bytes); otherwise the kernel autotunes.
 	SendBuffer int
-	Logger     *slog.Logger
+	// ReceiveBuffer, when positive, is SO_RCVBUF of accepted connections
+	// (Kafka's socket.receive.buffer.bytes); otherwise the kernel
+	// autotunes.
+	ReceiveBuffer int
+	Logger        *slog.Logger
 	// Loops is the number of event loops of the uring and epoll backends
 	// (0: GOMAXPROCS).
 	Loops int

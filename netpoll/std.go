@@ -95,6 +95,9 @@ func (s *StdServer) startConn(nc net.Conn, listener string, tc *tls.Conn) {
 	if n := s.opts.SendBuffer; n > 0 {
 		_ = tcp.SetWriteBuffer(n)
 	}
+	if n := s.opts.ReceiveBuffer; n > 0 {
+		_ = tcp.SetReadBuffer(n)
+	}
 	rc, err := tcp.SyscallConn()
 	if err != nil {
 		nc.Close()

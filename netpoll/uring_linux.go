@@ -529,17 +529,21 @@ func (l *uringLoop) flush(c *conn) bool {
 			n, err := sendfileOnce(c.fd, fd, &l.sfOff, size)
 			switch {
 			case err == unix.EAGAIN:
-				s := l.sqe()
-				s.PrepPollAdd(c.fd, unix.POLLOUT, false)
-				s.UserData = userData(kindPollOut, c.slot, c.gen)
-				c.pollBusy = true
-				c.pending++
+				l.pollOut(c)
 				return false
 			case err != nil:
 				l.closeConnErr(c, err)
 				return false
 			}
 			c.out.advance(int64(n))
+			if int64(n) < size && n < maxSendfile {
+				// Short: the socket buffer filled. Wait for room now
+				// rather than learn it from one more sendfile's EAGAIN
+				// (one syscall less per buffer's worth; the poll
+				// completes at once if room came meanwhile).
+				l.pollOut(c)
+				return false
+			}
 			continue
 		}
 		l.reserve(2) // a send and its linked recv go in one submission
@@ -565,6 +569,15 @@ func (l *uringLoop) flush(c *conn) bool {
 		return false
 	}
 	return true
+}
+
+// pollOut waits for room in c's socket buffer.
+func (l *uringLoop) pollOut(c *conn) {
+	s := l.sqe()
+	s.PrepPollAdd(c.fd, unix.POLLOUT, false)
+	s.UserData = userData(kindPollOut, c.slot, c.gen)
+	c.pollBusy = true
+	c.pending++
 }
 
 // sendFlags: MSG_WAITALL makes io_uring retry a partial send itself until

@@ -138,7 +138,7 @@ func Workloads(o Options) []Workload {
 					c.Mode, c.Partitions, c.Records, c.Acks = bench.ModeRawFetch, 4, o.CatchUpRecords, "1"
 				}),
 				Brokers: all, ZeroCopy: true,
-				Metrics: []string{"consume_mbps", "sendfile_fraction", "zc_fraction", "cpu_s", "cpu_per_gb", "client_cpu_s"},
+				Metrics: []string{"consume_mbps", "consume_rps", "resp_bytes_per_rec", "sendfile_fraction", "zc_fraction", "cpu_s", "cpu_per_gb", "cpu_per_mrec", "client_cpu_s"},
 			},
 			Workload{
 				Name:  "latency-20MBps",
@@ -643,6 +643,22 @@ var metricDefs = map[string]metricDef{
 			return 0, false
 		}
 		return r.CPUSeconds / gb, true
+	}},
+	// Kafka answers a partition's max bytes exactly, cutting the last
+	// batch (the client drops it and fetches it again), Sluice stops at the
+	// last whole batch: response bytes count Kafka's resent tails, records
+	// do not. These two compare the brokers on what the consumer got.
+	"resp_bytes_per_rec": {label: "response bytes per record", short: "bytes/rec", unit: "bytes", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.Result.Consume.Records == 0 {
+			return 0, false
+		}
+		return float64(r.Result.Consume.Bytes) / float64(r.Result.Consume.Records), true
+	}},
+	"cpu_per_mrec": {label: "broker CPU s per million records", short: "cpu s/Mrec", unit: "s/Mrec", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
+		if r.Result == nil || r.CPUSeconds <= 0 || r.Result.Consume.Records == 0 {
+			return 0, false
+		}
+		return r.CPUSeconds / (float64(r.Result.Consume.Records) / 1e6), true
 	}},
 	"client_cpu_s": {label: "load generator CPU s", short: "client cpu s", unit: "s", get: func(r *RunRecord, _ *bench.Limits) (float64, bool) {
 		return r.ClientCPU, r.Result != nil && r.ClientCPU > 0

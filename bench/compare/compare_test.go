@@ -244,3 +244,36 @@ func workloadNames(ws []Workload) []string {
 	}
 	return out
 }
+
+// TestRawFetchPerRecordFigures: the raw fetch is compared per record as
+// well as per byte, since Kafka's responses also carry the cut batches it
+// sends again.
+func TestRawFetchPerRecordFigures(t *testing.T) {
+	rep := fakeReport()
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		if r.Workload != "raw-fetch" {
+			continue
+		}
+		bytesPerRec := map[BrokerKind]int64{Kafka: 1085, Sluice: 1034, Kfake: 1034}[r.Broker]
+		r.Result.Consume.Records = 4_000_000
+		r.Result.Consume.Bytes = 4_000_000 * bytesPerRec
+		r.CPUSeconds = map[BrokerKind]float64{Kafka: 1.2, Sluice: 0.2, Kfake: 1}[r.Broker]
+	}
+	if v, n := rep.Median("raw-fetch", Kafka, "resp_bytes_per_rec"); n != 2 || v != 1085 {
+		t.Fatalf("Kafka's response bytes per record %v over %d runs, want 1085", v, n)
+	}
+	if v, _ := rep.Median("raw-fetch", Sluice, "cpu_per_mrec"); v != 0.05 {
+		t.Fatalf("Sluice's CPU per million records %v, want 0.05", v)
+	}
+	verdicts := map[string]string{}
+	for _, tg := range rep.Targets() {
+		verdicts[tg.Name] = tg.Verdict + " " + tg.Measured
+	}
+	if v := verdicts["Sluice/Kafka broker CPU per record, raw-fetch"]; v != "met 0.167×" {
+		t.Errorf("per-record CPU target: %q", v)
+	}
+	if v := verdicts["Sluice/Kafka catch-up consume records/s (raw fetch)"]; !strings.HasPrefix(v, "met") {
+		t.Errorf("records/s target: %q", v)
+	}
+}

@@ -207,12 +207,16 @@ func (rep *Report) Targets() []Target {
 	}
 	if has("raw-fetch") {
 		atMost("Sluice/Kafka broker CPU per GB, raw-fetch", rep.ratio("raw-fetch", "cpu_per_gb", Kafka), 0.25, "×")
+		// The same per record: Kafka's bytes include the cut batches it
+		// sends again (resp_bytes_per_rec).
+		atMost("Sluice/Kafka broker CPU per record, raw-fetch", rep.ratio("raw-fetch", "cpu_per_mrec", Kafka), 0.25, "×")
 	}
 	if has("catch-up") {
 		atLeast("Sluice/Kafka catch-up consume MB/s (franz-go)", rep.ratio("catch-up", "consume_mbps", Kafka), 2, "×")
 	}
 	if has("raw-fetch") {
 		atLeast("Sluice/Kafka catch-up consume MB/s (raw fetch)", rep.ratio("raw-fetch", "consume_mbps", Kafka), 2, "×")
+		atLeast("Sluice/Kafka catch-up consume records/s (raw fetch)", rep.ratio("raw-fetch", "consume_rps", Kafka), 2, "×")
 		if v, n := rep.Median("raw-fetch", Sluice, "sendfile_fraction"); n > 0 {
 			atLeast("Sluice raw fetch ÷ loopback sendfile", v, 0.8, "")
 		}

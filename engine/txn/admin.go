@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,6 +32,9 @@ func (c *Coordinator) Describe(id string) (Description, int16) {
 	d := Description{State: m.state, TimeoutMs: m.timeoutMs, StartMs: -1, ProducerID: m.pid, ProducerEpoch: m.epoch, Partitions: m.sortedParts()}
 	if m.state == Ongoing || m.state.preparing() {
 		d.StartMs = m.startMs
+	}
+	if m.state.preparing() && m.waiting != nil {
+		d.Partitions = slices.Clone(m.waiting) // the markers still to write
 	}
 	return d, 0
 }

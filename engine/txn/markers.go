@@ -9,6 +9,8 @@ package txn
 // Prepare record at load and starts the markers again (writing a marker
 // twice is harmless: the second closes no transaction).
 
+import "slices"
+
 // MarkerRequest is one round of markers of one transaction.
 type MarkerRequest struct {
 	TransactionalID  string
@@ -53,6 +55,7 @@ func (c *Coordinator) markerRequestLocked(m *txnMeta) (MarkerRequest, bool) {
 	if m.tv2 {
 		r.TransactionVersion = 2
 	}
+	m.waiting = r.Partitions
 	return r, true
 }
 
@@ -66,6 +69,7 @@ func (c *Coordinator) writeMarkers(m *txnMeta, req MarkerRequest) {
 			c.complete(m)
 			return
 		}
+		c.noteWaiting(m, retry)
 		c.log.Debug("transaction markers to retry", "transactional_id", m.id, "partitions", len(retry))
 		c.clock.AfterFunc(c.cfg.MarkerRetryBackoff, func() {
 			c.mu.Lock()
@@ -77,6 +81,18 @@ func (c *Coordinator) writeMarkers(m *txnMeta, req MarkerRequest) {
 			}
 		})
 	})
+}
+
+// noteWaiting records the partitions a round of m's markers left to
+// retry (a copy, sorted: the writer owns retry).
+func (c *Coordinator) noteWaiting(m *txnMeta, retry []TopicPartition) {
+	w := slices.Clone(retry)
+	sortParts(w)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ownedLocked(m) && m.state.preparing() {
+		m.waiting = w
+	}
 }
 
 // complete writes the Complete record once every marker is written, and
@@ -108,7 +124,7 @@ func (c *Coordinator) complete(m *txnMeta) {
 		return
 	}
 	m.apply(s)
-	m.pending = false
+	m.pending, m.waiting = false, nil
 	if m.completed != nil {
 		close(m.completed)
 		m.completed = nil

@@ -72,6 +72,11 @@ type txnMeta struct {
 	startMs   int64 // when the open transaction began; -1 when none
 	updateMs  int64
 	tv2       bool // the client runs transactions version 2 (KIP-890 part 2)
+	// waiting: in a Prepare state whose markers are out, the partitions
+	// whose marker is not written yet (sorted), which DescribeTransactions
+	// lists as Kafka does; nil before the first round and after Complete.
+	// Not persisted: a new coordinator sends every marker again.
+	waiting []TopicPartition
 
 	// pending: a record is being written or a commit's markers are out.
 	// Invariant: while pending, only the writer that set it changes the

@@ -71,6 +71,30 @@ func TestCommit(t *testing.T) {
 	}
 }
 
+// TestDescribeListsPartitionsStillAwaitingMarkers: in a Prepare state
+// DescribeTransactions lists the partitions whose marker is not written
+// yet, as Kafka does, not every partition of the transaction.
+func TestDescribeListsPartitionsStillAwaitingMarkers(t *testing.T) {
+	h := newHarness(t)
+	p := h.init("a")
+	wantCode(t, "add", h.c.AddPartitions("a", p.ProducerID, p.ProducerEpoch, []TopicPartition{tp1, tp0}), 0)
+	wantCode(t, "end", h.c.EndTxn(EndRequest{TransactionalID: "a", ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, Commit: true}).ErrorCode, 0)
+	describe := func(name string, state State, want []TopicPartition) {
+		t.Helper()
+		d, code := h.c.Describe("a")
+		if code != 0 || d.State != state || !reflect.DeepEqual(d.Partitions, want) {
+			t.Fatalf("%s: %+v %s, want %v %v", name, d, codeName(code), state, want)
+		}
+	}
+	round := h.markers.take(t)
+	describe("markers out", PrepareCommit, []TopicPartition{tp0, tp1})
+	round.done([]TopicPartition{tp1}) // tp0's marker is written, tp1's leader was away
+	describe("one written", PrepareCommit, []TopicPartition{tp1})
+	h.clock.Advance(DefaultMarkerRetryBackoff)
+	h.markers.take(t).done(nil)
+	describe("complete", CompleteCommit, []TopicPartition{})
+}
+
 func TestConcurrentEndTxnRetries(t *testing.T) {
 	h := newHarness(t)
 	p := h.init("a")

@@ -82,11 +82,12 @@ func Start(o Options) (*Server, error) {
 	}
 	s := &Server{Broker: b, Controller: ctl, ln: ln, listeners: lss, log: o.Logger, served: make(chan error, len(lss))}
 	netOpts := netpoll.Options{
-		MaxFrame:    cfg.SocketRequestMaxBytes,
-		IdleTimeout: cfg.ConnectionsMaxIdle,
-		SendBuffer:  int(cfg.SocketSendBufferBytes),
-		Logger:      o.Logger,
-		Loops:       o.NetLoops,
+		MaxFrame:      cfg.SocketRequestMaxBytes,
+		IdleTimeout:   cfg.ConnectionsMaxIdle,
+		SendBuffer:    int(cfg.SocketSendBufferBytes),
+		ReceiveBuffer: int(cfg.SocketReceiveBufferBytes),
+		Logger:        o.Logger,
+		Loops:         o.NetLoops,
 	}
 	if o.NetTune != nil {
 		o.NetTune(&netOpts)

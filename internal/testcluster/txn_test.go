@@ -30,6 +30,11 @@ func TestTransactionsInProcessCluster(t *testing.T) {
 	txn := func(commit bool, values ...string) { runTxn(t, prod, commit, values...) }
 	txn(true, "a1", "a2", "a3")
 	txn(false, "x1", "x2", "x3")
+	// transaction.state.log.min.isr (Kafka's default 2): a Prepare record
+	// is acknowledged once two replicas hold it.
+	if got := topicConfigValue(t, adm, "__transaction_state", "min.insync.replicas"); got != "2" {
+		t.Fatalf("__transaction_state min.insync.replicas %q, want 2", got)
+	}
 
 	coord := findTxnCoordinator(t, adm, "cluster-tx")
 	t.Logf("stopping the transaction coordinator, node %d", coord)
@@ -55,6 +60,25 @@ func TestTransactionsInProcessCluster(t *testing.T) {
 	if newCoord := findTxnCoordinator(t, adm, "cluster-tx"); newCoord == coord {
 		t.Logf("the coordinator moved back to node %d", newCoord)
 	}
+}
+
+// topicConfigValue is a topic's value of config key.
+func topicConfigValue(t *testing.T, adm *kadm.Client, topic, key string) string {
+	t.Helper()
+	rcs, err := adm.DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
 }
 
 // runTxn produces values in one transaction and commits or aborts it.
