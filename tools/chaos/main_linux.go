@@ -274,7 +274,13 @@ func (r *runner) mainPhase() (*result, error) {
 		return nil, err
 	}
 	if r.o.copiers > 0 {
-		if cp, err = startCopiers(c.seeds(), c.sec.opts(), topic, in.copyTopic, r.o.copiers, r.logf); err != nil {
+		clientLog, err := os.Create(filepath.Join(r.work, "copiers-client.log"))
+		if err != nil {
+			w.stop(0)
+			return nil, err
+		}
+		defer clientLog.Close()
+		if cp, err = startCopiers(c.seeds(), c.sec.opts(), topic, in.copyTopic, r.o.copiers, r.logf, clientLog); err != nil {
 			w.stop(0)
 			return nil, err
 		}

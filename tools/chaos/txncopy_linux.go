@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,14 +39,22 @@ type copiers struct {
 }
 
 // startCopiers starts n copiers from src to dst, clients of seeds with
-// the run's security options sec.
-func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int, logf func(string, ...any)) (*copiers, error) {
+// the run's security options sec. Their franz-go clients log at info
+// level to clientLog (nil: nowhere): how each session decided to end its
+// transactions, which the copiers' errors alone do not tell.
+func startCopiers(seeds []string, sec []kgo.Opt, src, dst string, n int, logf func(string, ...any), clientLog io.Writer) (*copiers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cp := &copiers{src: src, dst: dst, group: src + "-copier", cancel: cancel, logf: logf}
 	cp.stats.OnError = cp.kind
 	for i := range n {
-		o := copier.Options{Seeds: seeds, ClientOpts: sec, Src: src, Dst: dst, Group: cp.group,
-			TransactionalID: fmt.Sprintf("%s-copier-%d", src, i), SessionTimeout: groupSessionTimeout}
+		id := fmt.Sprintf("%s-copier-%d", src, i)
+		opts := slices.Clip(sec)
+		if clientLog != nil {
+			prefix := func() string { return time.Now().UTC().Format("15:04:05.000 ") + id + " " }
+			opts = append(opts, kgo.WithLogger(kgo.BasicLogger(clientLog, kgo.LogLevelInfo, prefix)))
+		}
+		o := copier.Options{Seeds: seeds, ClientOpts: opts, Src: src, Dst: dst, Group: cp.group,
+			TransactionalID: id, SessionTimeout: groupSessionTimeout}
 		s, err := copier.Session(o)
 		if err != nil {
 			cp.stop()
