@@ -122,7 +122,7 @@ func (cp *copiers) check(ctx context.Context, seeds []string, sec []kgo.Opt, par
 // summary is the copiers' line in the report.
 func (cp *copiers) summary() string {
 	st := &cp.stats
-	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors; %d values in the copy at read_committed", st.Committed.Load(), st.Aborted.Load(), st.Errors.Load(), cp.copied)
+	s := fmt.Sprintf("%d transactions committed, %d aborted, %d Begin/End errors, %d sessions renewed; %d values in the copy at read_committed", st.Committed.Load(), st.Aborted.Load(), st.Errors.Load(), st.Renewed.Load(), cp.copied)
 	cp.kindsMu.Lock()
 	defer cp.kindsMu.Unlock()
 	kinds := make([]string, 0, len(cp.kinds))

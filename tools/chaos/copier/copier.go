@@ -11,6 +11,7 @@ package copier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,8 @@ type Stats struct {
 	// Committed and Aborted count ended transactions; Errors, failed
 	// transactions (a fenced or timed-out one, a record that failed).
 	Committed, Aborted, Errors atomic.Int64
+	// Renewed counts sessions replaced because they could not begin.
+	Renewed atomic.Int64
 	// OnError, when set, is told every error counted in Errors.
 	OnError func(error)
 }
@@ -69,9 +72,25 @@ func Session(o Options) (*kgo.GroupTransactSession, error) {
 	)...)
 }
 
-// Run copies until ctx ends, one transaction per poll, and closes s.
+// errBegin marks CopyOnce's errors from Begin: the session cannot start a
+// transaction, however often it is asked.
+var errBegin = errors.New("begin")
+
+// Run copies until ctx ends, one transaction per poll, and closes s (or
+// the session that replaced it). A session that cannot begin a
+// transaction — its producer id failed for good, as franz-go makes it
+// after errors it does not retry, or a transaction stays open that no
+// abort could end — is closed and replaced by a new one of o, as Kafka
+// asks of a producer with a fatal error: the new one's InitProducerID
+// fences the old epoch and aborts what it left open, and it rejoins the
+// group. Without it one refused login could end a copier for the rest of
+// a run.
 func Run(ctx context.Context, s *kgo.GroupTransactSession, o Options, st *Stats) {
-	defer s.Close()
+	defer func() {
+		if s != nil {
+			s.Close()
+		}
+	}()
 	for ctx.Err() == nil {
 		fs := s.PollRecords(ctx, 500)
 		if fs.IsClientClosed() || ctx.Err() != nil {
@@ -82,6 +101,12 @@ func Run(ctx context.Context, s *kgo.GroupTransactSession, o Options, st *Stats)
 		}
 		committed, err := CopyOnce(s, o.Dst, fs, o.BeforeEnd)
 		switch {
+		case errors.Is(err, errBegin):
+			st.fail(err)
+			s.Close()
+			if s = renew(ctx, o, st); s == nil {
+				return
+			}
 		case err != nil:
 			st.fail(err)
 			settle(ctx, s, st)
@@ -105,7 +130,7 @@ func Run(ctx context.Context, s *kgo.GroupTransactSession, o Options, st *Stats)
 // beforeEnd (may be nil) is Options.BeforeEnd.
 func CopyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches, beforeEnd func(*kgo.GroupTransactSession, int)) (bool, error) {
 	if err := s.Begin(); err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: %w", errBegin, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -125,6 +150,24 @@ func CopyOnce(s *kgo.GroupTransactSession, dst string, fs kgo.Fetches, beforeEnd
 		err = fmt.Errorf("aborted: a copied record failed: %w", produceErr)
 	}
 	return committed, err
+}
+
+// renew returns a new session of o, trying every second until one is
+// made; nil once ctx ends.
+func renew(ctx context.Context, o Options, st *Stats) *kgo.GroupTransactSession {
+	st.Renewed.Add(1)
+	for ctx.Err() == nil {
+		s, err := Session(o)
+		if err == nil {
+			return s
+		}
+		st.fail(fmt.Errorf("new session: %w", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
 }
 
 // settle follows a failed transaction: End can fail with the
