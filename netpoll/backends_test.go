@@ -277,11 +277,12 @@ func TestPeerResetDuringFileReply(t *testing.T) {
 	})
 }
 
-// TestFileRegionsLarge checks sendfile's partial progress: a 16 MiB region
-// at an odd offset, read slowly.
-func TestFileRegionsLarge(t *testing.T) {
-	data := make([]byte, 16<<20)
-	rand.New(rand.NewSource(2)).Read(data)
+// segmentFile writes size random bytes (from seed) to a file and returns
+// them and the file open for reading, closed after the test's servers.
+func segmentFile(t *testing.T, size int, seed int64) ([]byte, *os.File) {
+	t.Helper()
+	data := make([]byte, size)
+	rand.New(rand.NewSource(seed)).Read(data)
 	path := filepath.Join(t.TempDir(), "seg")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -291,6 +292,13 @@ func TestFileRegionsLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() }) // after the servers' shutdown
+	return data, f
+}
+
+// TestFileRegionsLarge checks sendfile's partial progress: a 16 MiB region
+// at an odd offset, read slowly.
+func TestFileRegionsLarge(t *testing.T) {
+	data, f := segmentFile(t, 16<<20, 2)
 	const off = 12345
 	n := int64(len(data) - off - 777)
 	forEachBackend(t, func(t *testing.T, backend string) {

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
-	"math/rand"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -17,17 +14,7 @@ import (
 // replies of file regions between byte parts still arrive whole and in
 // order.
 func TestFileRegionsThroughSmallSendBuffer(t *testing.T) {
-	data := make([]byte, 6<<20)
-	rand.New(rand.NewSource(3)).Read(data)
-	path := filepath.Join(t.TempDir(), "seg")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() }) // after the servers' shutdown
+	data, f := segmentFile(t, 6<<20, 3)
 	forEachBackend(t, func(t *testing.T, backend string) {
 		h := handlerFunc(func(frame []byte, reply func(Reply)) {
 			i := int64(frame[0] - '0') // request i sends data[i*1000:] less i*1000 at the end
