@@ -153,28 +153,34 @@ func TestVerificationHoldsLaterBatchesBehindAFailedOne(t *testing.T) {
 	br := benchBroker(t)
 	p := br.Topic("bench").Partition(0)
 	var v verifiedTxns
-	v.failed(p, 7, 3, 5)
-	if seq, held := v.heldBehind(p, 7, 3, 9); !held || seq != 5 {
+	now := int64(1_700_000_000_000)
+	v.failed(p, 7, 3, 5, now)
+	if seq, held := v.heldBehind(p, 7, 3, 9, now); !held || seq != 5 {
 		t.Fatalf("a later batch: held %v behind %d, want held behind 5", held, seq)
 	}
-	if _, held := v.heldBehind(p, 7, 3, 5); held {
+	if _, held := v.heldBehind(p, 7, 3, 5, now); held {
 		t.Fatal("the failed batch's retry is held behind itself")
 	}
-	v.failed(p, 7, 3, 2) // an even earlier one failed too
-	if _, held := v.heldBehind(p, 7, 3, 4); !held {
+	v.failed(p, 7, 3, 2, now) // an even earlier one failed too
+	if _, held := v.heldBehind(p, 7, 3, 4, now); !held {
 		t.Fatal("a batch after the earliest failed one is not held")
 	}
-	if _, held := v.heldBehind(p, 7, 4, 9); held {
+	if _, held := v.heldBehind(p, 7, 4, 9, now); held {
 		t.Fatal("a new producer epoch is held behind the old one's batch")
 	}
-	if _, held := v.heldBehind(p, 8, 3, 9); held {
+	if _, held := v.heldBehind(p, 8, 3, 9, now); held {
 		t.Fatal("another producer is held")
 	}
 	if v.ok(p, 7, 3) {
 		t.Fatal("a failed verification counts as verified")
 	}
+	// A failure whose batch never comes back holds nothing once the
+	// client would have given it up (delivery.timeout.ms).
+	if _, held := v.heldBehind(p, 7, 3, 9, now+failedVerificationHold.Milliseconds()); held {
+		t.Fatal("held past failedVerificationHold")
+	}
 	v.set(p, 7, 3)
-	if _, held := v.heldBehind(p, 7, 3, 9); held || !v.ok(p, 7, 3) {
+	if _, held := v.heldBehind(p, 7, 3, 9, now); held || !v.ok(p, 7, 3) {
 		t.Fatal("still held once verified")
 	}
 }

@@ -21,6 +21,7 @@ package engine
 
 import (
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,7 +36,16 @@ import (
 type verifiedTxns struct {
 	mu sync.RWMutex
 	m  map[verifiedKey]verifiedAt
+	// sweepAt is the map size at which failed records older than
+	// failedVerificationHold are next swept out: a failure whose batch
+	// never comes back (its producer gone) gets no marker to forget it.
+	sweepAt int
 }
+
+// failedVerificationHold is how long a failed verification holds the
+// producer's later batches back: a client gives a batch up after its
+// delivery.timeout.ms (Kafka's default, 2 minutes).
+const failedVerificationHold = 2 * time.Minute
 
 type verifiedKey struct {
 	p   *Partition
@@ -46,15 +56,17 @@ type verifiedAt struct {
 	epoch       int16 // the producer's
 	leaderEpoch int32 // the partition's: a leadership change forgets
 	// failedSeq is -1 once verified; otherwise the lowest sequence of the
-	// producer's batches whose verification failed at this epoch.
+	// producer's batches whose verification failed at this epoch, the
+	// first of them at failedMs (0 once verified).
 	failedSeq int32
+	failedMs  int64
 }
 
 func (v *verifiedTxns) ok(p *Partition, pid int64, epoch int16) bool {
 	v.mu.RLock()
 	at, found := v.m[verifiedKey{p, pid}]
 	v.mu.RUnlock()
-	return found && at == verifiedAt{epoch, p.LeaderEpoch(), -1}
+	return found && at == verifiedAt{epoch, p.LeaderEpoch(), -1, 0}
 }
 
 func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
@@ -63,33 +75,47 @@ func (v *verifiedTxns) set(p *Partition, pid int64, epoch int16) {
 	if v.m == nil {
 		v.m = map[verifiedKey]verifiedAt{}
 	}
-	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch(), -1}
+	v.m[verifiedKey{p, pid}] = verifiedAt{epoch, p.LeaderEpoch(), -1, 0}
 }
 
-// failed remembers that the batch at seq failed its verification.
-func (v *verifiedTxns) failed(p *Partition, pid int64, epoch int16, seq int32) {
-	at := verifiedAt{epoch, p.LeaderEpoch(), seq}
+// failed remembers that the batch at seq failed its verification at nowMs.
+func (v *verifiedTxns) failed(p *Partition, pid int64, epoch int16, seq int32, nowMs int64) {
+	at := verifiedAt{epoch, p.LeaderEpoch(), seq, nowMs}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil {
 		v.m = map[verifiedKey]verifiedAt{}
 	}
 	k := verifiedKey{p, pid}
-	if old, found := v.m[k]; found && old.epoch == at.epoch && old.leaderEpoch == at.leaderEpoch && old.failedSeq >= 0 {
-		at.failedSeq = min(old.failedSeq, seq)
+	if old, found := v.m[k]; found && old.holds(at.epoch, at.leaderEpoch, nowMs) {
+		at.failedSeq, at.failedMs = min(old.failedSeq, seq), old.failedMs
 	}
 	v.m[k] = at
+	if len(v.m) >= v.sweepAt {
+		for k, at := range v.m {
+			if at.failedSeq >= 0 && !at.holds(at.epoch, at.leaderEpoch, nowMs) {
+				delete(v.m, k)
+			}
+		}
+		v.sweepAt = max(2*len(v.m), 1024)
+	}
+}
+
+// holds reports whether at is a failed verification at this producer
+// epoch and leader epoch that still holds later batches back at nowMs.
+func (at verifiedAt) holds(epoch int16, leaderEpoch int32, nowMs int64) bool {
+	return at.failedSeq >= 0 && at.epoch == epoch && at.leaderEpoch == leaderEpoch &&
+		nowMs-at.failedMs < failedVerificationHold.Milliseconds()
 }
 
 // heldBehind returns the sequence of an earlier batch of the producer's
 // transaction that failed its verification here and is not verified yet,
 // when seq comes after it.
-func (v *verifiedTxns) heldBehind(p *Partition, pid int64, epoch int16, seq int32) (int32, bool) {
+func (v *verifiedTxns) heldBehind(p *Partition, pid int64, epoch int16, seq int32, nowMs int64) (int32, bool) {
 	v.mu.RLock()
 	at, found := v.m[verifiedKey{p, pid}]
 	v.mu.RUnlock()
-	held := found && at.epoch == epoch && at.leaderEpoch == p.LeaderEpoch() && at.failedSeq >= 0 && seq > at.failedSeq
-	return at.failedSeq, held
+	return at.failedSeq, found && at.holds(epoch, p.LeaderEpoch(), nowMs) && seq > at.failedSeq
 }
 
 // forget drops a pair once its marker is written: the entries live only
@@ -112,7 +138,8 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 		return nil
 	}
 	id, tp := *req.TransactionID, txn.TopicPartition{Topic: p.Topic.Name, Partition: p.Index}
-	if seq, held := b.txnVerified.heldBehind(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence); held {
+	nowMs := time.Now().UnixMilli()
+	if seq, held := b.txnVerified.heldBehind(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence, nowMs); held {
 		return produceErr(kerr.NotEnoughReplicas, "the batch at sequence %d waits for the transaction's earlier batch at sequence %d to be verified", h.BaseSequence, seq)
 	}
 	add := b.txnV2Produce(r)
@@ -128,7 +155,7 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 	case kerr.InvalidProducerIDMapping.Code:
 		return produceErr(kerr.InvalidProducerIDMapping, "producer id %d is not that of %q", h.ProducerID, id)
 	}
-	b.txnVerified.failed(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+	b.txnVerified.failed(p, h.ProducerID, h.ProducerEpoch, h.BaseSequence, nowMs)
 	return produceErr(kerr.NotEnoughReplicas, "cannot verify the transaction of %q: %v", id, kerr.ErrorForCode(code))
 }
 
