@@ -16,7 +16,9 @@ import (
 const epollAvailable = true
 
 func newEpoll(h Handler, opts Options) (Server, error) {
-	return newLoopServer(BackendEpoll, h, opts, newEpollLoop), nil
+	s := newLoopServer(BackendEpoll, h, opts, newEpollLoop)
+	s.lockLoops = !parkInRuntime
+	return s, nil
 }
 
 // Markers in the epoll event's data for the non-connection fds; connection
@@ -41,6 +43,9 @@ type epollLoop struct {
 	hand    []handoff
 	share   map[int]bool   // listening fd → hands connections off
 	names   map[int]string // listening fd → listener name
+	pollFn  func() bool    // l.pollReady, bound once (park mode)
+	ready   int            // events taken by pollReady
+	pollErr error          // its error
 }
 
 func newEpollLoop(s *loopServer, id int) (eventLoop, error) {
@@ -58,6 +63,14 @@ func newEpollLoop(s *loopServer, id int) (eventLoop, error) {
 		unix.Close(l.wakeFd)
 		unix.Close(l.epfd)
 		return nil, err
+	}
+	if parkInRuntime {
+		if l.park, err = newParker(l.epfd); err != nil {
+			unix.Close(l.wakeFd)
+			unix.Close(l.epfd)
+			return nil, err
+		}
+		l.pollFn = l.pollReady
 	}
 	l.events = make([]unix.EpollEvent, 256)
 	l.scratch = make([]byte, scratchSize)
@@ -113,12 +126,7 @@ func (l *epollLoop) run() {
 // the events.
 func (l *epollLoop) wait() {
 	l.endBatch() // frames served since the loop's top (replies, ready conns)
-	timeout := 0
-	if l.prepareSleep() {
-		timeout = int((l.untilTick() + time.Millisecond - 1) / time.Millisecond)
-	}
-	n, err := unix.EpollWait(l.epfd, l.events, timeout)
-	l.sleeping.Store(false)
+	n, err := l.collect()
 	if err != nil {
 		if err != unix.EINTR {
 			l.srv.opts.Logger.Error("epoll_wait", "err", err)
@@ -145,6 +153,43 @@ func (l *epollLoop) wait() {
 			l.drive(c)
 		}
 	}
+}
+
+// collect waits for events (or the tick) and returns how many are in
+// l.events.
+func (l *epollLoop) collect() (int, error) {
+	if l.park == nil {
+		timeout := 0
+		if l.prepareSleep() {
+			timeout = int((l.untilTick() + time.Millisecond - 1) / time.Millisecond)
+		}
+		n, err := unix.EpollWait(l.epfd, l.events, timeout)
+		l.sleeping.Store(false)
+		return n, err
+	}
+	if l.pollReady() {
+		return l.ready, l.pollErr
+	}
+	l.park.arm(l.nextTick)
+	if l.prepareSleep() {
+		if err := l.park.sleep(l.pollFn); err != nil {
+			l.srv.opts.Logger.Error("netpoll park", "err", err)
+		}
+	}
+	l.sleeping.Store(false)
+	if l.ready == 0 && l.pollErr == nil {
+		l.pollReady()
+	}
+	return l.ready, l.pollErr
+}
+
+// pollReady takes the events ready now, without waiting.
+func (l *epollLoop) pollReady() bool {
+	l.ready, l.pollErr = unix.EpollWait(l.epfd, l.events, 0)
+	if l.ready < 0 {
+		l.ready = 0
+	}
+	return l.ready > 0 || l.pollErr != nil
 }
 
 func (l *epollLoop) adoptHandoff(h handoff) {
@@ -412,6 +457,9 @@ func (l *epollLoop) closeListeners() {
 
 func (l *epollLoop) cleanup() {
 	l.closeListeners()
+	if l.park != nil {
+		l.park.close()
+	}
 	unix.Close(l.epfd)
 	unix.Close(l.wakeFd)
 }

@@ -26,7 +26,8 @@ import (
 type eventLoop interface {
 	base() *loopBase
 	// run serves until the server is shut down and its connections are
-	// gone; it is called on a goroutine locked to its OS thread.
+	// gone; it is called on a goroutine locked to its OS thread unless
+	// the loops park in the runtime (parkInRuntime).
 	run()
 }
 
@@ -38,6 +39,8 @@ type loopServer struct {
 	newLoop func(s *loopServer, id int) (eventLoop, error)
 
 	batch BatchHandler // h, when it batches and Serve runs on the loops; else nil
+	// lockLoops: each loop's goroutine is locked to its thread.
+	lockLoops bool
 
 	startOnce sync.Once
 	startErr  error
@@ -63,8 +66,11 @@ func newLoopServer(name string, h Handler, opts Options, newLoop func(*loopServe
 
 func (s *loopServer) Backend() string { return s.name }
 
-// start creates the loops on their own locked threads (an io_uring created
-// with SINGLE_ISSUER belongs to the thread that made it).
+// start creates the loops, each on its own goroutine. Unless the loops
+// park in the runtime (park_linux.go) the goroutine is locked to its
+// thread: an io_uring created with SINGLE_ISSUER belongs to the thread
+// that made it, and a loop that sleeps in a blocking syscall gains
+// nothing from moving.
 func (s *loopServer) start() error {
 	s.startOnce.Do(func() {
 		errs := make(chan error, s.opts.Loops)
@@ -77,7 +83,9 @@ func (s *loopServer) start() error {
 			s.loopsDone.Add(1)
 			go func(i int) {
 				defer s.loopsDone.Done()
-				runtime.LockOSThread()
+				if s.lockLoops {
+					runtime.LockOSThread()
+				}
 				l, err := s.newLoop(s, i)
 				if err == nil {
 					s.loops[i] = l // published to the others by errs
@@ -304,6 +312,7 @@ type loopBase struct {
 	inbox    inbox       // connections whose reply arrived off the loop
 	sleeping atomic.Bool // the loop is (about to be) blocked in the kernel
 	wakeFd   int         // eventfd that ends the loop's wait
+	park     *parker     // set when the loop parks in the runtime; then wakeFd is not written
 	hand     struct {
 		sync.Mutex
 		items []handoff
@@ -342,6 +351,10 @@ var wakeOne = [8]byte{1}
 // wake ends the loop's wait if it is waiting (any goroutine).
 func (b *loopBase) wake() {
 	if b.sleeping.CompareAndSwap(true, false) {
+		if b.park != nil {
+			b.park.wake()
+			return
+		}
 		unix.Write(b.wakeFd, wakeOne[:])
 	}
 }
