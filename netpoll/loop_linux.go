@@ -26,8 +26,8 @@ import (
 type eventLoop interface {
 	base() *loopBase
 	// run serves until the server is shut down and its connections are
-	// gone; it is called on a goroutine locked to its OS thread unless
-	// the loops park in the runtime (parkInRuntime).
+	// gone; it is called on a goroutine locked to its OS thread when
+	// loopServer.lockLoops says so.
 	run()
 }
 
@@ -38,9 +38,8 @@ type loopServer struct {
 	opts    Options
 	newLoop func(s *loopServer, id int) (eventLoop, error)
 
-	batch BatchHandler // h, when it batches and Serve runs on the loops; else nil
-	// lockLoops: each loop's goroutine is locked to its thread.
-	lockLoops bool
+	batch     BatchHandler // h, when it batches and Serve runs on the loops; else nil
+	lockLoops bool         // each loop's goroutine is locked to its thread
 
 	startOnce sync.Once
 	startErr  error
@@ -66,11 +65,11 @@ func newLoopServer(name string, h Handler, opts Options, newLoop func(*loopServe
 
 func (s *loopServer) Backend() string { return s.name }
 
-// start creates the loops, each on its own goroutine. Unless the loops
-// park in the runtime (park_linux.go) the goroutine is locked to its
-// thread: an io_uring created with SINGLE_ISSUER belongs to the thread
-// that made it, and a loop that sleeps in a blocking syscall gains
-// nothing from moving.
+// start creates the loops, each on its own goroutine, locked to its
+// thread when lockLoops is set: an io_uring created with SINGLE_ISSUER
+// belongs to the thread that made it. A loop that parks in the runtime
+// (park_linux.go) must not be locked: a locked goroutine that parks hands
+// its P to another thread and is handed it back on every wake-up.
 func (s *loopServer) start() error {
 	s.startOnce.Do(func() {
 		errs := make(chan error, s.opts.Loops)

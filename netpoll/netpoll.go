@@ -34,9 +34,14 @@
 //
 // # Event loops
 //
-// The uring and epoll backends run Options.Loops loops (default GOMAXPROCS),
-// each a goroutine locked to its OS thread that blocks in epoll_wait or
-// io_uring_enter. Connections are spread over the loops by SO_REUSEPORT (one
+// The uring and epoll backends run Options.Loops loops (default GOMAXPROCS).
+// A uring loop is a goroutine locked to its OS thread that blocks in
+// io_uring_enter. An epoll loop is an unlocked goroutine that, when idle,
+// parks in the Go runtime's own netpoller on its epoll fd instead of
+// blocking in epoll_wait: it then holds no P while it waits, which cut its
+// context switches per request by a third and its produce latency at every
+// percentile (park_linux.go; BENCHMARKS.md, issue 16, "Fourth pass").
+// Connections are spread over the loops by SO_REUSEPORT (one
 // listening socket per loop, when the listener was made with Listen) or
 // else handed off round-robin from one accepting loop; SO_REUSEPORT is the
 // default because it measured the same per request and opened 10,000
@@ -49,7 +54,8 @@
 // flush.messages is tiny) stall their loop; Options.Workers moves Serve to
 // a pool of goroutines for such set-ups. A reply made later from another
 // goroutine (a long-polling fetch) is queued to the loop through a
-// lock-free list and an eventfd wake-up, so it never blocks the loop or
+// lock-free list and a wake-up (an eventfd on uring; on epoll, the parked
+// loop's read deadline moved into the past), so it never blocks the loop or
 // other connections. Nothing on a connection's path takes a lock.
 //
 // # Memory

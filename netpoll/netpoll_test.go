@@ -57,15 +57,26 @@ var backends = []string{BackendStd, BackendEpoll, BackendUring}
 // test matrix includes it so those fallbacks are exercised here too.
 const uringCompat = "uring-compat"
 
+// epollBlocking is the epoll backend with its loops blocking in epoll_wait
+// on locked threads (SLUICE_NET_PARK=0) instead of parking in the runtime:
+// the matrix keeps that mode tested too.
+const epollBlocking = "epoll-blocking"
+
 // forEachBackend runs test as a subtest per backend the host can run.
 func forEachBackend(t *testing.T, test func(t *testing.T, backend string)) {
-	for _, b := range append(backends, uringCompat) {
+	for _, b := range append(backends, uringCompat, epollBlocking) {
 		t.Run(b, func(t *testing.T) {
 			real := b
-			if b == uringCompat {
+			switch b {
+			case uringCompat:
 				real = BackendUring
 				uringCompatForTest = true
 				t.Cleanup(func() { uringCompatForTest = false })
+			case epollBlocking:
+				real = BackendEpoll
+				parks := epollParks
+				epollParks = false
+				t.Cleanup(func() { epollParks = parks })
 			}
 			if got, why := resolveBackend(real); got != real {
 				t.Skipf("%s backend unavailable here: %s", real, why)

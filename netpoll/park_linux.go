@@ -9,35 +9,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// parkInRuntime makes the uring and epoll loops sleep in the Go runtime's
-// netpoller instead of a blocking syscall (see parker).
-var parkInRuntime = os.Getenv("SLUICE_NET_PARK") != "0"
-
-// parkCoop (experiment): the uring ring of a parking loop uses
-// COOP_TASKRUN.
-var parkCoop = os.Getenv("SLUICE_NET_PARK") == "coop"
+// epollParks makes the epoll loops sleep parked in the Go runtime's
+// netpoller (parker) rather than blocked in epoll_wait. It is the default;
+// SLUICE_NET_PARK=0 in the environment gives the blocking loop back (for
+// A/B measurements).
+var epollParks = os.Getenv("SLUICE_NET_PARK") != "0"
 
 // parker lets a loop sleep by parking its goroutine in the Go runtime's
-// netpoller rather than blocking its thread in io_uring_enter or
-// epoll_wait. The loop's own epoll or io_uring fd is pollable (readable
-// when it holds events or completions), so a duplicate of it is handed to
-// the runtime as a non-blocking os.File and the loop waits with
-// RawConn.Read. The wait ends when that fd becomes readable, at the
+// netpoller rather than blocking its thread in a syscall. The loop's
+// epoll fd is pollable (readable while it holds events), so a duplicate of
+// it is handed to the runtime as a non-blocking os.File and the loop waits
+// with RawConn.Read. The wait ends when that fd becomes readable, at the
 // loop's next tick (a read deadline) or when another goroutine wakes the
-// loop — which it does by setting the deadline in the past, a runtime
-// call with no syscall.
+// loop — which it does by moving the deadline into the past, a runtime
+// call with no syscall (the blocking loop writes an eventfd).
 //
-// Why: a goroutine blocked in a syscall keeps the runtime's sysmon thread
+// Why: a goroutine blocked in a syscall keeps the runtime's sysmon
 // retaking its P and the loop coming back without one (BENCHMARKS.md,
 // issue 16). A parked goroutine holds no P: when nothing else runs, the
 // thread that ran the loop is the one that waits in the runtime's
-// epoll_wait, and it runs the loop again when that returns.
+// epoll_wait and runs the loop again when it returns. The loop goroutine
+// is not locked to its thread (a locked goroutine that parks hands its P
+// to another thread and back on every wake-up).
 //
-// The loop goroutine is then not locked to its thread (a parked locked
-// goroutine hands its P to another thread and back on every wake-up), so
-// the uring ring cannot be SINGLE_ISSUER/DEFER_TASKRUN, nor COOP_TASKRUN
-// (its task work goes without a wake-up to the thread that submitted,
-// which may by then be an idle runtime thread asleep).
+// Measured (BENCHMARKS.md, "Fourth pass"), 20 MB/s quiet, broker-side
+// Produce: epoll p50 13 → 9 µs, p90 35 → 19, p99 48–50 → 33–35, context
+// switches per request 1.48 → 0.94; CPU per GB of raw produce and raw
+// fetch unchanged within the noise. The uring backend does not park: its
+// ring would have to drop SINGLE_ISSUER/DEFER_TASKRUN (the loop may move
+// between threads), and without them its fetch cost more CPU per GB and
+// its tail did not improve; it keeps its locked thread and blocking
+// io_uring_enter.
 type parker struct {
 	f      *os.File
 	rc     syscall.RawConn

@@ -137,7 +137,7 @@ func newUring(h Handler, opts Options) (Server, error) {
 		return nil, err
 	}
 	s := newLoopServer(BackendUring, h, opts, newUringLoop)
-	s.lockLoops = !parkInRuntime
+	s.lockLoops = true // SINGLE_ISSUER ring; the loop blocks in io_uring_enter (park_linux.go says why)
 	return s, nil
 }
 
@@ -178,9 +178,8 @@ type uringLoop struct {
 	sfOff     int64
 	hand      []handoff
 	accepts   map[int]*uringListener
-	acceptOn  int         // listeners with an accept in flight
-	multishot bool        // try multishot accepts (Linux 5.19)
-	readyFn   func() bool // l.cqReady, bound once (park mode)
+	acceptOn  int  // listeners with an accept in flight
+	multishot bool // try multishot accepts (Linux 5.19)
 }
 
 type uringListener struct {
@@ -202,22 +201,8 @@ func newUringLoop(s *loopServer, id int) (eventLoop, error) {
 		caps = uringCaps{}
 		l.multishot = false
 	}
-	flags := caps.setupFlags
-	if parkInRuntime {
-		// The loop may submit from any thread (park_linux.go): no
-		// single issuer, and task work that wakes the thread it is
-		// queued on (COOP_TASKRUN would leave it for a thread that may
-		// be asleep in the runtime).
-		if parkCoop && flags&uring.SetupDeferTaskrun != 0 {
-			flags = uring.SetupCoopTaskrun | uring.SetupTaskrunFlag | uring.SetupSubmitAll
-		}
-		if !parkCoop {
-			flags &^= uring.SetupCoopTaskrun | uring.SetupTaskrunFlag
-		}
-		flags &^= uring.SetupSingleIssuer | uring.SetupDeferTaskrun
-	}
 	var err error
-	l.ring, err = uring.New(uring.Params{Entries: uringEntries, CQEntries: 8 * uringEntries, Flags: flags})
+	l.ring, err = uring.New(uring.Params{Entries: uringEntries, CQEntries: 8 * uringEntries, Flags: caps.setupFlags})
 	if err != nil {
 		unix.Close(l.wakeFd)
 		return nil, explainSetupError(err)
@@ -228,18 +213,6 @@ func newUringLoop(s *loopServer, id int) (eventLoop, error) {
 		}
 	}
 	l.cqes = make([]uring.CQE, 512)
-	if parkInRuntime {
-		if l.park, err = newParker(l.ring.Fd()); err != nil {
-			if l.br != nil {
-				l.br.Close()
-			}
-			l.ring.Close()
-			unix.Close(l.wakeFd)
-			return nil, err
-		}
-		l.readyFn = l.cqReady
-		return l, nil
-	}
 	l.armWake()
 	return l, nil
 }
@@ -293,10 +266,6 @@ func (l *uringLoop) run() {
 // tick, then handles what completed.
 func (l *uringLoop) wait() {
 	l.endBatch() // frames served since the loop's top (replies, ready conns)
-	if l.park != nil {
-		l.parkWait()
-		return
-	}
 	var err error
 	if l.prepareSleep() {
 		_, err = l.ring.SubmitAndWait(1, l.untilTick())
@@ -311,35 +280,6 @@ func (l *uringLoop) wait() {
 	l.now = time.Now().UnixNano()
 	l.reap()
 }
-
-// parkWait is wait for a loop that sleeps in the runtime: io_uring_enter
-// only submits (and flushes overflowed completions); the sleep is a park
-// on the ring's fd, which is readable while completions wait.
-func (l *uringLoop) parkWait() {
-	l.submit()
-	if !l.cqReady() && len(l.backlog) == 0 {
-		l.park.arm(l.nextTick)
-		if l.prepareSleep() {
-			if err := l.park.sleep(l.readyFn); err != nil {
-				l.srv.opts.Logger.Error("netpoll park", "err", err)
-			}
-		}
-		l.sleeping.Store(false)
-		l.submit() // only enters the kernel when completions overflowed or task work waits
-	}
-	l.now = time.Now().UnixNano()
-	l.reap()
-}
-
-func (l *uringLoop) submit() {
-	if _, err := l.ring.Submit(); err != nil && !errors.Is(err, uring.ErrBusy) {
-		l.srv.opts.Logger.Error("io_uring_enter", "err", err)
-		time.Sleep(time.Millisecond) // do not spin on a persistent error
-	}
-}
-
-// cqReady reports completions to reap (or held back by an overflow).
-func (l *uringLoop) cqReady() bool { return l.ring.Ready() > 0 || l.ring.CQOverflowed() }
 
 func (l *uringLoop) reap() {
 	for len(l.backlog) > 0 {
@@ -859,9 +799,6 @@ func (l *uringLoop) cleanup() {
 	}
 	if l.br != nil {
 		l.br.Close()
-	}
-	if l.park != nil {
-		l.park.close()
 	}
 	l.ring.Close()
 	unix.Close(l.wakeFd)
