@@ -25,15 +25,18 @@ type Limits struct {
 	WriteMBps     float64 `json:"sequential_write_mb_per_sec"`
 	WriteSyncMBps float64 `json:"sequential_write_fsync_mb_per_sec"`
 	// SendfileCPUPerGB is the CPU seconds (user+system) the sending thread
-	// of the sendfile stream spent per GB sent: the kernel's own cost of a
-	// zero-copy fetch over loopback (on loopback the receive side's TCP
-	// processing runs in the sender's context too), the floor of any
-	// broker's fetch CPU per GB on this machine.
+	// of the sendfile stream spent per GB sent: the kernel's cost of a
+	// zero-copy fetch over loopback without a broker. It is a scale, not a
+	// floor: on loopback each end's TCP work runs in whichever thread
+	// sends or reads at the moment (a window update read by one end
+	// transmits what the other queued), so the split between the two ends
+	// moves with their timing.
 	SendfileCPUPerGB float64 `json:"sendfile_loopback_cpu_s_per_gb,omitempty"`
 	// ReceiveWriteCPUPerGB is the CPU seconds per GB of a thread that
 	// reads a loopback TCP stream into a 1 MiB buffer and writes each read
-	// to a file (page cache), the kernel's part of any broker's produce
-	// path (socket copy plus page-cache copy), at ReceiveWriteMBps.
+	// to a file (page cache): the kernel's part of a produce path (socket
+	// copy plus page-cache copy) without a broker, at ReceiveWriteMBps;
+	// a scale like SendfileCPUPerGB.
 	ReceiveWriteCPUPerGB float64 `json:"receive_write_cpu_s_per_gb,omitempty"`
 	ReceiveWriteMBps     float64 `json:"receive_write_mb_per_sec,omitempty"`
 }

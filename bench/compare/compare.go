@@ -858,7 +858,7 @@ func findSluice(self string) (string, error) {
 }
 
 // mergeLimits keeps the best of two measurements of the machine's limits:
-// the highest throughputs and the lowest CPU floors (a limit is what the
+// the highest throughputs and the lowest CPU figures (a limit is what the
 // machine can do; noise only makes it look worse).
 func mergeLimits(dst, src *bench.Limits) {
 	dst.SendfileMBps = max(dst.SendfileMBps, src.SendfileMBps)

@@ -277,35 +277,3 @@ func TestRawFetchPerRecordFigures(t *testing.T) {
 		t.Errorf("records/s target: %q", v)
 	}
 }
-
-// TestCPUGoalBelowTheKernelFloorIsSaid: a missed CPU-per-GB goal that is
-// below what the kernel alone spends (the machine limits' floors) says so
-// in its verdict; a goal above the floor gets the plain verdict.
-func TestCPUGoalBelowTheKernelFloorIsSaid(t *testing.T) {
-	rep := fakeReport()
-	for i := range rep.Runs {
-		r := &rep.Runs[i]
-		if r.Workload != "raw-fetch" {
-			continue
-		}
-		r.Result.Consume.Records = 4_000_000
-		r.Result.Consume.Bytes = 4_000_000_000
-		r.CPUSeconds = map[BrokerKind]float64{Kafka: 1.0, Sluice: 0.75, Kfake: 1}[r.Broker]
-	}
-	verdict := func() string {
-		for _, tg := range rep.Targets() {
-			if tg.Name == "Sluice/Kafka broker CPU per GB, raw-fetch" {
-				return tg.Verdict
-			}
-		}
-		return ""
-	}
-	rep.Limits.SendfileCPUPerGB = 0.1 // Kafka 0.25 s/GB: the goal is 0.0625
-	if v := verdict(); !strings.HasPrefix(v, "missed") || !strings.Contains(v, "below the kernel's own 0.1 s/GB") {
-		t.Errorf("goal below the floor: %q", v)
-	}
-	rep.Limits.SendfileCPUPerGB = 0.05
-	if v := verdict(); strings.Contains(v, "kernel") {
-		t.Errorf("goal above the floor: %q", v)
-	}
-}

@@ -197,33 +197,17 @@ func (rep *Report) Targets() []Target {
 			atLeast("Sluice/Kafka produce MB/s, "+w.Name, rep.ratio(w.Name, "produce_mbps", Kafka), 2, "×")
 		}
 	}
-	// A CPU-per-GB goal below what the kernel alone spends moving the bytes
-	// (bench.Limits' floors) cannot be met by a broker that moves them
-	// through the kernel's TCP; the verdict says so.
-	floorNote := func(w string, floor float64) {
-		k, n := rep.Median(w, Kafka, "cpu_per_gb")
-		if n == 0 || floor <= 0 || len(out) == 0 || out[len(out)-1].Verdict == "met" || 0.25*k >= floor {
-			return
-		}
-		out[len(out)-1].Verdict += fmt.Sprintf("; the goal, %.3g s/GB, is below the kernel's own %.3g s/GB (machine limits)", 0.25*k, floor)
-	}
-	var sendFloor, writeFloor float64
-	if l := rep.Limits; l != nil {
-		sendFloor, writeFloor = l.SendfileCPUPerGB, l.ReceiveWriteCPUPerGB
-	}
 	for _, p := range []string{"1p", "16p"} {
 		for _, acks := range []string{"1", "all"} {
 			w := "raw-produce-" + p + "-acks" + acks
 			if has(w) {
 				atLeast("Sluice/Kafka raw produce MB/s, "+w, rep.ratio(w, "produce_mbps", Kafka), 2, "×")
 				atMost("Sluice/Kafka broker CPU per GB, "+w, rep.ratio(w, "cpu_per_gb", Kafka), 0.25, "×")
-				floorNote(w, writeFloor)
 			}
 		}
 	}
 	if has("raw-fetch") {
 		atMost("Sluice/Kafka broker CPU per GB, raw-fetch", rep.ratio("raw-fetch", "cpu_per_gb", Kafka), 0.25, "×")
-		floorNote("raw-fetch", sendFloor)
 		// The same per record: Kafka's bytes include the cut batches it
 		// sends again (resp_bytes_per_rec).
 		atMost("Sluice/Kafka broker CPU per record, raw-fetch", rep.ratio("raw-fetch", "cpu_per_mrec", Kafka), 0.25, "×")
