@@ -38,13 +38,7 @@ func TestRestartedBrokerNeverRefusesAValidLogin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(c.Client())
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createScramUser(ctx, t, adm, "alice", "alice-secret", 4096)
 	victim := c.Nodes[2]
 	login := func() error {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(victim.Addr),
