@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -23,6 +24,21 @@ type Limits struct {
 	// closing fdatasync.
 	WriteMBps     float64 `json:"sequential_write_mb_per_sec"`
 	WriteSyncMBps float64 `json:"sequential_write_fsync_mb_per_sec"`
+	// SendfileCPUPerGB is the CPU seconds (user+system) the sending thread
+	// of the sendfile stream spent per GB sent: the kernel's cost of a
+	// zero-copy fetch over loopback without a broker. It is a scale, not a
+	// floor: on loopback each end's TCP work runs in whichever thread
+	// sends or reads at the moment (a window update read by one end
+	// transmits what the other queued), so the split between the two ends
+	// moves with their timing.
+	SendfileCPUPerGB float64 `json:"sendfile_loopback_cpu_s_per_gb,omitempty"`
+	// ReceiveWriteCPUPerGB is the CPU seconds per GB of a thread that
+	// reads a loopback TCP stream into a 1 MiB buffer and writes each read
+	// to a file (page cache): the kernel's part of a produce path (socket
+	// copy plus page-cache copy) without a broker, at ReceiveWriteMBps;
+	// a scale like SendfileCPUPerGB.
+	ReceiveWriteCPUPerGB float64 `json:"receive_write_cpu_s_per_gb,omitempty"`
+	ReceiveWriteMBps     float64 `json:"receive_write_mb_per_sec,omitempty"`
 }
 
 // MeasureLimits measures both limits using a scratch file in dir, for about
@@ -33,10 +49,31 @@ func MeasureLimits(dir string, fileBytes int64, d time.Duration) (Limits, error)
 	if l.WriteMBps, l.WriteSyncMBps, err = SequentialWrite(dir, fileBytes, d); err != nil {
 		return l, fmt.Errorf("sequential write: %w", err)
 	}
-	if l.SendfileMBps, err = SendfileLoopback(dir, fileBytes, d); err != nil {
+	if l.SendfileMBps, l.SendfileCPUPerGB, err = SendfileLoopbackCPU(dir, fileBytes, d); err != nil {
 		return l, fmt.Errorf("loopback sendfile: %w", err)
 	}
+	if l.ReceiveWriteMBps, l.ReceiveWriteCPUPerGB, err = ReceiveWrite(dir, fileBytes, d); err != nil {
+		return l, fmt.Errorf("loopback receive and write: %w", err)
+	}
 	return l, nil
+}
+
+// threadCPU is the calling thread's CPU time so far (user+system); the
+// caller is locked to its OS thread.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerGB is CPU seconds per GB (1e9 bytes) moved.
+func cpuPerGB(cpu time.Duration, bytes int64) float64 {
+	if bytes <= 0 {
+		return 0
+	}
+	return cpu.Seconds() / (float64(bytes) / 1e9)
 }
 
 const limitChunk = 1 << 20
@@ -87,26 +124,33 @@ func SequentialWrite(dir string, maxBytes int64, d time.Duration) (buffered, syn
 // Both ends use blocking sockets on threads of their own, outside Go's
 // netpoller: this is the machine's ceiling, not a Go program's.
 func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, error) {
+	mbps, _, err := SendfileLoopbackCPU(dir, fileBytes, d)
+	return mbps, err
+}
+
+// SendfileLoopbackCPU is SendfileLoopback that also returns the sending
+// thread's CPU seconds per GB sent.
+func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB float64, err error) {
 	f, err := os.CreateTemp(dir, "sluice-bench-sendfile-*")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	chunk := randomChunk()
 	for n := int64(0); n < fileBytes; n += limitChunk {
 		if _, err := f.Write(chunk); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	size := fileBytes / limitChunk * limitChunk
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer ln.Close()
 	var received atomic.Int64
@@ -140,14 +184,14 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 	}()
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	fd, file, err := blockingFD(conn)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer file.Close()
 	// The brokers' send buffer (socket.send.buffer.bytes, 102400 in both
@@ -156,9 +200,10 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 	// through one fetch connection (BENCHMARKS.md, "Socket receive buffer
 	// and the fetch path"): it measured a slower setting, not a ceiling.
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, limitSendBuffer); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	src := int(f.Fd())
+	cpu0 := threadCPU()
 	start := time.Now()
 	var off int64
 	var sendErr error
@@ -172,15 +217,16 @@ func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, er
 		}
 	}
 	elapsed := time.Since(start)
+	cpu := threadCPU() - cpu0
 	got := received.Load() // what arrived within d
 	_ = unix.Shutdown(fd, unix.SHUT_WR)
 	if err := <-readDone; err != nil && sendErr == nil {
 		sendErr = err
 	}
 	if sendErr != nil {
-		return 0, sendErr
+		return 0, 0, sendErr
 	}
-	return float64(got) / elapsed.Seconds() / 1e6, nil
+	return float64(got) / elapsed.Seconds() / 1e6, cpuPerGB(cpu, got), nil
 }
 
 // blockingFD returns a blocking duplicate of c's socket (and the file that
@@ -196,4 +242,107 @@ func blockingFD(c net.Conn) (int, *os.File, error) {
 		return 0, nil, err
 	}
 	return fd, file, nil
+}
+
+// ReceiveWrite streams 1 MiB chunks over a 127.0.0.1 TCP connection for d
+// to a thread that reads them into a 1 MiB buffer and writes every read to
+// a new file in dir (page cache; emptied at fileBytes, so every write
+// lands on fresh pages as a broker's appends do), and returns the MB/s written and that thread's CPU seconds
+// per GB: a broker's produce path without the broker (socket copy into
+// user space, then the copy into the page cache; Sluice and Kafka both do
+// these two). The file is removed.
+func ReceiveWrite(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB float64, err error) {
+	f, err := os.CreateTemp(dir, "sluice-bench-recvwrite-*")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer ln.Close()
+	stop := make(chan struct{})
+	sendDone := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			sendDone <- err
+			return
+		}
+		defer c.Close()
+		chunk := randomChunk()
+		for {
+			select {
+			case <-stop:
+				sendDone <- nil
+				return
+			default:
+			}
+			if _, err := c.Write(chunk); err != nil {
+				sendDone <- err
+				return
+			}
+		}
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fd, file, err := blockingFD(c)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer file.Close()
+	dst := int(f.Fd())
+	buf := make([]byte, limitChunk)
+	var written, off int64
+	cpu0 := threadCPU()
+	start := time.Now()
+	for time.Since(start) < d {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n == 0 {
+			close(stop)
+			return 0, 0, fmt.Errorf("read: %v (n=%d)", err, n)
+		}
+		if off+int64(n) > fileBytes {
+			// Start over on fresh pages, as an appending broker writes;
+			// the truncation's freeing is not the produce path's cost.
+			t0 := threadCPU()
+			if err := unix.Ftruncate(dst, 0); err != nil {
+				close(stop)
+				return 0, 0, err
+			}
+			cpu0 += threadCPU() - t0
+			off = 0
+		}
+		w, err := unix.Pwrite(dst, buf[:n], off)
+		if err != nil {
+			close(stop)
+			return 0, 0, err
+		}
+		off += int64(w)
+		written += int64(w)
+	}
+	elapsed := time.Since(start)
+	cpu := threadCPU() - cpu0
+	close(stop)
+	// Both descriptors of the socket (c's and the blocking duplicate) must
+	// go for the close to reset the sender out of a write the full window
+	// blocks.
+	file.Close()
+	c.Close()
+	if err := <-sendDone; err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+		return 0, 0, err
+	}
+	return float64(written) / elapsed.Seconds() / 1e6, cpuPerGB(cpu, written), nil
 }

@@ -64,6 +64,15 @@ type clusterLink struct {
 	applied atomic.Int64
 	// fenced is the last state the controller reported.
 	fenced atomic.Bool
+	// caughtUp is closed, once, when the image first holds this process's
+	// registration record (applied >= epoch): everything committed before
+	// the broker registered — topics, SCRAM credentials, ACLs, quotas — is
+	// in it. Until then the broker's image is partial (empty at start), so
+	// internal/server does not serve its listeners: a login would be
+	// refused for a user the image does not have yet, a Metadata request
+	// answered without topics. Kafka gates its data plane the same way.
+	caughtUp     chan struct{}
+	caughtUpOnce sync.Once
 
 	wantShutdown atomic.Bool
 	// nudge wakes the heartbeat loop early (controlled shutdown begins).
@@ -114,7 +123,7 @@ func (b *Broker) openCluster(link ControllerLink) error {
 	}
 	b.clusterID = id
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &clusterLink{b: b, client: link, shutdownOK: make(chan struct{}),
+	l := &clusterLink{b: b, client: link, shutdownOK: make(chan struct{}), caughtUp: make(chan struct{}),
 		fatal: make(chan error, 1), nudge: make(chan struct{}, 1), imageMoved: make(chan struct{}), ctx: ctx, cancel: cancel}
 	_, _ = rand.Read(l.incarnation[:])
 	l.epoch.Store(-1)
@@ -174,7 +183,37 @@ func (l *clusterLink) follow() {
 		}
 		next = rd.Next
 		l.applied.Store(next - 1)
+		l.noteCatchUp()
 	}
+}
+
+// noteCatchUp closes caughtUp the first time the applied image reaches
+// the registration record. The broker epoch is that record's offset (the
+// controller's IsCaughtUp test), so the broker needs no heartbeat round
+// trip to know it.
+func (l *clusterLink) noteCatchUp() {
+	e := l.epoch.Load()
+	if e < 0 || l.applied.Load() < e {
+		return
+	}
+	l.caughtUpOnce.Do(func() {
+		l.b.log.Info("caught up with the metadata log", "offset", l.applied.Load(), "epoch", e)
+		close(l.caughtUp)
+	})
+}
+
+// closedChan is a channel that is always ready.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// CaughtUp is closed once the broker's metadata image holds everything
+// committed before it registered with the controller; internal/server
+// starts serving the broker's listeners then. A single node's image is
+// its own and complete from the start: closed at once.
+func (b *Broker) CaughtUp() <-chan struct{} {
+	if b.cluster == nil {
+		return closedChan
+	}
+	return b.cluster.caughtUp
 }
 
 func (l *clusterLink) sleep(d time.Duration) {
@@ -296,6 +335,7 @@ func (l *clusterLink) register() bool {
 	}
 	l.epoch.Store(r.BrokerEpoch)
 	b.log.Info("registered with the controller", "node", b.cfg.NodeID, "epoch", r.BrokerEpoch)
+	l.noteCatchUp()
 	return true
 }
 

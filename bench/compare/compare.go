@@ -429,15 +429,13 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 			rep.Notes = append(rep.Notes, "machine limits not measured: "+err.Error())
 			return
 		}
-		fmt.Fprintf(log, "bench: loopback sendfile %.0f MB/s, sequential write %.0f MB/s (%.0f MB/s with fdatasync)\n", l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
+		fmt.Fprintf(log, "bench: loopback sendfile %.0f MB/s (%.3f CPU-s/GB), sequential write %.0f MB/s (%.0f MB/s with fdatasync), receive + write %.0f MB/s (%.3f CPU-s/GB)\n",
+			l.SendfileMBps, l.SendfileCPUPerGB, l.WriteMBps, l.WriteSyncMBps, l.ReceiveWriteMBps, l.ReceiveWriteCPUPerGB)
 		if rep.Limits == nil {
 			rep.Limits = &l
 			return
 		}
-		// Best of the measurements: a limit is what the machine can do.
-		rep.Limits.SendfileMBps = max(rep.Limits.SendfileMBps, l.SendfileMBps)
-		rep.Limits.WriteMBps = max(rep.Limits.WriteMBps, l.WriteMBps)
-		rep.Limits.WriteSyncMBps = max(rep.Limits.WriteSyncMBps, l.WriteSyncMBps)
+		mergeLimits(rep.Limits, &l)
 	}
 	measureLimits()
 	for round := 1; round <= o.Rounds; round++ {
@@ -790,9 +788,7 @@ func mergeInto(path string, fresh *Report) (*Report, error) {
 	old.Runs = runs
 	old.Workloads = mergeWorkloads(old.Workloads, fresh.Workloads, fresh.Options)
 	if fresh.Limits != nil && old.Limits != nil {
-		old.Limits.SendfileMBps = max(old.Limits.SendfileMBps, fresh.Limits.SendfileMBps)
-		old.Limits.WriteMBps = max(old.Limits.WriteMBps, fresh.Limits.WriteMBps)
-		old.Limits.WriteSyncMBps = max(old.Limits.WriteSyncMBps, fresh.Limits.WriteSyncMBps)
+		mergeLimits(old.Limits, fresh.Limits)
 	}
 	old.Notes = append(old.Notes, fresh.Notes...)
 	old.Notes = append(old.Notes, fmt.Sprintf("%s re-run on %s at commit %s, %d round(s) of %v (`%s`); the other workloads are from the run above.",
@@ -859,4 +855,27 @@ func findSluice(self string) (string, error) {
 		return "", fmt.Errorf("no sluice binary beside %s or on $PATH: give --sluice-bin", self)
 	}
 	return p, nil
+}
+
+// mergeLimits keeps the best of two measurements of the machine's limits:
+// the highest throughputs and the lowest CPU figures (a limit is what the
+// machine can do; noise only makes it look worse).
+func mergeLimits(dst, src *bench.Limits) {
+	dst.SendfileMBps = max(dst.SendfileMBps, src.SendfileMBps)
+	dst.WriteMBps = max(dst.WriteMBps, src.WriteMBps)
+	dst.WriteSyncMBps = max(dst.WriteSyncMBps, src.WriteSyncMBps)
+	dst.ReceiveWriteMBps = max(dst.ReceiveWriteMBps, src.ReceiveWriteMBps)
+	dst.SendfileCPUPerGB = minPositive(dst.SendfileCPUPerGB, src.SendfileCPUPerGB)
+	dst.ReceiveWriteCPUPerGB = minPositive(dst.ReceiveWriteCPUPerGB, src.ReceiveWriteCPUPerGB)
+}
+
+// minPositive is the smaller of a and b, ignoring a zero (not measured).
+func minPositive(a, b float64) float64 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }

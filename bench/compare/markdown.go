@@ -121,6 +121,10 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 	if l := rep.Limits; l != nil {
 		fmt.Fprintf(&b, "- **Machine limits**, measured in the same run before and after the workloads (best of the two): a page-cached file sent with `sendfile(2)` to a 127.0.0.1 TCP socket (SO_SNDBUF 102400, the brokers' `socket.send.buffer.bytes`) read by a discarding reader: **%.0f MB/s**; sequential 1 MiB `write(2)`s to the data disk: **%.0f MB/s** into the page cache (%.0f MB/s including the closing `fdatasync`).\n",
 			l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
+		if l.SendfileCPUPerGB > 0 {
+			fmt.Fprintf(&b, "- **The kernel's CPU per GB without a broker** (lowest of the two measurements; a thread's user+system time, `getrusage(RUSAGE_THREAD)`): the sending thread of that sendfile stream **%.3f s/GB**; a thread reading a loopback stream into a 1 MiB buffer and `pwrite(2)`-ing each read to fresh page-cache pages, **%.3f s/GB** at %.0f MB/s (socket copy plus page-cache copy, a produce path's kernel part). On loopback the TCP work of both ends runs in whichever thread happens to send or read (an ACK read by one end transmits what the other queued), so these are a scale for the brokers' figures, not a floor under them.\n",
+				l.SendfileCPUPerGB, l.ReceiveWriteCPUPerGB, l.ReceiveWriteMBps)
+		}
 	}
 	if o.Nice != 0 {
 		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers it starts ran at nice %d, so that other work on the (shared) machine disturbs them less.\n", o.Nice)

@@ -112,7 +112,8 @@ func (rep *Report) table(w Workload, spread bool) (header []string, rows [][]str
 func (rep *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(w, "\nbenchcompare (%s suite): %d round(s), medians\n", rep.Options.Suite, rep.Options.Rounds)
 	if l := rep.Limits; l != nil {
-		fmt.Fprintf(w, "machine: loopback sendfile %.0f MB/s; sequential write %.0f MB/s (%.0f with fdatasync)\n", l.SendfileMBps, l.WriteMBps, l.WriteSyncMBps)
+		fmt.Fprintf(w, "machine: loopback sendfile %.0f MB/s at %.3f CPU-s/GB; sequential write %.0f MB/s (%.0f with fdatasync); receive + write %.0f MB/s at %.3f CPU-s/GB\n",
+			l.SendfileMBps, l.SendfileCPUPerGB, l.WriteMBps, l.WriteSyncMBps, l.ReceiveWriteMBps, l.ReceiveWriteCPUPerGB)
 	}
 	for _, wl := range rep.Workloads {
 		h, rows := rep.table(wl, false)

@@ -125,8 +125,9 @@ func benchLimits(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("loopback sendfile:  %8.0f MB/s\n", l.SendfileMBps)
+	fmt.Printf("loopback sendfile:  %8.0f MB/s, sender %.3f CPU-s/GB\n", l.SendfileMBps, l.SendfileCPUPerGB)
 	fmt.Printf("sequential write:   %8.0f MB/s (page cache), %.0f MB/s including fdatasync\n", l.WriteMBps, l.WriteSyncMBps)
+	fmt.Printf("receive and write:  %8.0f MB/s, receiver %.3f CPU-s/GB (socket copy + page-cache copy)\n", l.ReceiveWriteMBps, l.ReceiveWriteCPUPerGB)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,10 @@ type Server struct {
 	http       *http.Server
 	log        *slog.Logger
 	served     chan error
+	// stopWaiting is closed by Shutdown: listeners still waiting for the
+	// broker to catch up (serveWhenCaughtUp) are closed unserved.
+	stopWaiting chan struct{}
+	stopOnce    sync.Once
 }
 
 // Start opens the broker and starts serving. If Config.Listen has port 0 a
@@ -80,7 +85,7 @@ func Start(o Options) (*Server, error) {
 		closeController(ctl)
 		return nil, err
 	}
-	s := &Server{Broker: b, Controller: ctl, ln: ln, listeners: lss, log: o.Logger, served: make(chan error, len(lss))}
+	s := &Server{Broker: b, Controller: ctl, ln: ln, listeners: lss, log: o.Logger, served: make(chan error, len(lss)), stopWaiting: make(chan struct{})}
 	netOpts := netpoll.Options{
 		MaxFrame:      cfg.SocketRequestMaxBytes,
 		IdleTimeout:   cfg.ConnectionsMaxIdle,
@@ -116,10 +121,31 @@ func Start(o Options) (*Server, error) {
 		}
 	}
 	for _, l := range lss {
-		go func() { s.served <- s.net.ServeListener(l.ln, netpoll.ListenerOptions{Name: l.Name, TLS: l.tls}) }()
+		go s.serveWhenCaughtUp(l)
 		o.Logger.Info("listening", "listener", l.Name, "protocol", l.Protocol, "addr", l.ln.Addr().String(), "advertised", l.Advertised, "net", s.net.Backend())
 	}
 	return s, nil
+}
+
+// serveWhenCaughtUp serves l once the broker's metadata image is complete
+// (engine.Broker.CaughtUp: at once on a single node; in a cluster, when
+// the image holds this broker's registration). The listener is bound from
+// the start, so clients that connect early wait in its backlog rather than
+// being refused or answered from a partial image. Nodes starting together
+// do not wait on each other: catching up needs only the controllers.
+func (s *Server) serveWhenCaughtUp(l *listenerSec) {
+	start := time.Now()
+	select {
+	case <-s.Broker.CaughtUp():
+	case <-s.stopWaiting:
+		l.ln.Close()
+		s.served <- nil
+		return
+	}
+	if waited := time.Since(start); waited > time.Millisecond {
+		s.log.Info("serving", "listener", l.Name, "after", waited.Round(time.Millisecond))
+	}
+	s.served <- s.net.ServeListener(l.ln, netpoll.ListenerOptions{Name: l.Name, TLS: l.tls})
 }
 
 // newBroker opens the broker; in a cluster with a link to the controller
@@ -242,6 +268,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err := s.Broker.ControlledShutdown(csCtx); err != nil {
 		s.log.Warn("controlled shutdown did not finish", "err", err)
 	}
+	s.stopOnce.Do(func() { close(s.stopWaiting) }) // listeners not served yet
 	// Long-polling fetches are in-flight requests too; answer them now
 	// rather than have the drain wait out their max.wait.ms.
 	s.Broker.ReleaseWaitingFetches()

@@ -51,13 +51,7 @@ func TestClusterSASLSSL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(c.Client())
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createScramUser(ctx, t, adm, "alice", "alice-secret", 4096)
 	c.WaitFor(30*time.Second, "alice's credential on every broker", func() bool {
 		for _, nd := range c.Nodes {
 			if _, ok := nd.Broker().ScramCredential("alice", metadata.ScramSHA512); !ok {
@@ -220,13 +214,7 @@ func saslSSLOnly(t *testing.T, interBrokerMech string) {
 	defer cancel()
 	admin := c.Client()
 	adm := kadm.NewClient(admin)
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createScramUser(ctx, t, adm, "alice", "alice-secret", 4096)
 	if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")}, "only-secure"); err != nil {
 		t.Fatal(err)
 	}
@@ -465,13 +453,7 @@ func TestReadmeSASLSSLClusterRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(c.Client())
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "alice-secret"}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createScramUser(ctx, t, adm, "alice", "alice-secret", 8192)
 	if _, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")}, "readme"); err != nil {
 		t.Fatal(err)
 	}
@@ -522,5 +504,17 @@ func TestReadmeSASLSSLClusterRuns(t *testing.T) {
 			t.Fatalf("consumed %d of 60", got)
 		}
 		got += fs.NumRecords()
+	}
+}
+
+// createScramUser creates (or updates) a SCRAM-SHA-512 user through adm.
+func createScramUser(ctx context.Context, t testing.TB, adm *kadm.Client, user, password string, iterations int32) {
+	t.Helper()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: iterations, Password: password}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating SCRAM user %s: %v", user, err)
 	}
 }
