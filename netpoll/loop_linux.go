@@ -309,7 +309,7 @@ type loopBase struct {
 
 	// Shared with other goroutines.
 	inbox    inbox       // connections whose reply arrived off the loop
-	sleeping atomic.Bool // the loop is (about to be) blocked in the kernel
+	sleeping atomic.Bool // the loop is (about to be) asleep: blocked in the kernel or parked
 	wakeFd   int         // eventfd that ends the loop's wait
 	park     *parker     // set when the loop parks in the runtime; then wakeFd is not written
 	hand     struct {

@@ -39,8 +39,8 @@
 // io_uring_enter. An epoll loop is an unlocked goroutine that, when idle,
 // parks in the Go runtime's own netpoller on its epoll fd instead of
 // blocking in epoll_wait: it then holds no P while it waits, which cut its
-// context switches per request by a third and its produce latency at every
-// percentile (park_linux.go; BENCHMARKS.md, issue 16, "Fourth pass").
+// context switches per request by a third and its produce latency from p50
+// to p99 (park_linux.go; BENCHMARKS.md, issue 16, "Fourth pass").
 // Connections are spread over the loops by SO_REUSEPORT (one
 // listening socket per loop, when the listener was made with Listen) or
 // else handed off round-robin from one accepting loop; SO_REUSEPORT is the

@@ -32,13 +32,14 @@ var epollParks = os.Getenv("SLUICE_NET_PARK") != "0"
 // is not locked to its thread (a locked goroutine that parks hands its P
 // to another thread and back on every wake-up).
 //
-// Measured (BENCHMARKS.md, "Fourth pass"), 20 MB/s quiet, broker-side
-// Produce: epoll p50 13 → 9 µs, p90 35 → 19, p99 48–50 → 33–35, context
-// switches per request 1.48 → 0.94; CPU per GB of raw produce and raw
-// fetch unchanged within the noise. The uring backend does not park: its
-// ring would have to drop SINGLE_ISSUER/DEFER_TASKRUN (the loop may move
-// between threads), and without them its fetch cost more CPU per GB and
-// its tail did not improve; it keeps its locked thread and blocking
+// Measured (BENCHMARKS.md, issue 16, "Fourth pass"), 20 MB/s, broker
+// pinned, broker-side Produce: p50 13 → 9 µs, p90 34–35 → 19–20, p99
+// 48–49 → 34–41 (at load 6–8 p99 did not move), p99.9 unchanged; context
+// switches per request 1.43–1.48 → 0.93; CPU per GB of raw produce the
+// same or 7–12% lower, of raw fetch the same. The uring backend does not
+// park: a ring used from any thread cannot be SINGLE_ISSUER/DEFER_TASKRUN,
+// and without them its raw fetch cost more CPU per GB and its p99 was
+// worse in one run of two; it keeps its locked thread and blocking
 // io_uring_enter.
 type parker struct {
 	f      *os.File
