@@ -149,7 +149,13 @@ func (b *Broker) verifyTxnProduce(r *Request, p *Partition, h *record.Header) er
 		b.txnVerified.set(p, h.ProducerID, h.ProducerEpoch)
 		return nil
 	case kerr.InvalidTxnState.Code:
-		return produceErr(kerr.InvalidTxnState, "partition %s-%d was not added to the transaction of %q", tp.Topic, tp.Partition, id)
+		// Fatal to the producer; a chaos run saw it from a version 2
+		// producer, which should never take the verify-only path: say
+		// which path this was (RELIABILITY.md, "Over SASL_SSL").
+		b.log.Warn("transactional produce refused: partition not in the transaction",
+			"transactional_id", id, "producer_id", h.ProducerID, "epoch", h.ProducerEpoch,
+			"topic", tp.Topic, "partition", tp.Partition, "produce_version", r.Version, "added", add)
+		return produceErr(kerr.InvalidTxnState, "partition %s-%d was not added to the transaction of %q (Produce v%d)", tp.Topic, tp.Partition, id, r.Version)
 	case kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code:
 		return produceErr(kerr.InvalidProducerEpoch, "producer epoch %d of %q is fenced", h.ProducerEpoch, id)
 	case kerr.InvalidProducerIDMapping.Code:
