@@ -179,9 +179,15 @@ func TestMachineLimitsSmall(t *testing.T) {
 	if err != nil || w <= 0 || ws <= 0 {
 		t.Fatalf("write: %v %v %v", w, ws, err)
 	}
-	s, err := SendfileLoopback(dir, 8<<20, 200*time.Millisecond)
+	s, _, err := SendfileLoopback(dir, 8<<20, 200*time.Millisecond)
 	if err != nil || s <= 0 {
 		t.Fatalf("sendfile: %v %v", s, err)
+	}
+	// It once hung: its sender blocked in a write the reader's close did
+	// not reset while a duplicate of the reader's socket stayed open.
+	rw, cpu, err := ReceiveWrite(dir, 8<<20, 200*time.Millisecond)
+	if err != nil || rw <= 0 || cpu <= 0 {
+		t.Fatalf("receive and write: %v MB/s, %v s/GB, %v", rw, cpu, err)
 	}
 }
 

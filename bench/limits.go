@@ -49,7 +49,7 @@ func MeasureLimits(dir string, fileBytes int64, d time.Duration) (Limits, error)
 	if l.WriteMBps, l.WriteSyncMBps, err = SequentialWrite(dir, fileBytes, d); err != nil {
 		return l, fmt.Errorf("sequential write: %w", err)
 	}
-	if l.SendfileMBps, l.SendfileCPUPerGB, err = SendfileLoopbackCPU(dir, fileBytes, d); err != nil {
+	if l.SendfileMBps, l.SendfileCPUPerGB, err = SendfileLoopback(dir, fileBytes, d); err != nil {
 		return l, fmt.Errorf("loopback sendfile: %w", err)
 	}
 	if l.ReceiveWriteMBps, l.ReceiveWriteCPUPerGB, err = ReceiveWrite(dir, fileBytes, d); err != nil {
@@ -119,18 +119,12 @@ func SequentialWrite(dir string, maxBytes int64, d time.Duration) (buffered, syn
 // SendfileLoopback fills a fileBytes file in dir (synced, so its pages are
 // clean and cached like a broker's closed segments), then sends it over and
 // over with sendfile(2) to a 127.0.0.1 TCP socket for d, and returns the MB/s
-// the discarding reader received.
+// the discarding reader received and the sending thread's CPU seconds per
+// GB sent.
 //
 // Both ends use blocking sockets on threads of their own, outside Go's
 // netpoller: this is the machine's ceiling, not a Go program's.
-func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (float64, error) {
-	mbps, _, err := SendfileLoopbackCPU(dir, fileBytes, d)
-	return mbps, err
-}
-
-// SendfileLoopbackCPU is SendfileLoopback that also returns the sending
-// thread's CPU seconds per GB sent.
-func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB float64, err error) {
+func SendfileLoopback(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB float64, err error) {
 	f, err := os.CreateTemp(dir, "sluice-bench-sendfile-*")
 	if err != nil {
 		return 0, 0, err
@@ -148,31 +142,20 @@ func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cp
 	}
 	size := fileBytes / limitChunk * limitChunk
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sender, reader, err := loopbackPair()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer ln.Close()
+	defer sender.close()
 	var received atomic.Int64
 	readDone := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		c, err := ln.Accept()
-		if err != nil {
-			readDone <- err
-			return
-		}
-		defer c.Close()
-		fd, file, err := blockingFD(c)
-		if err != nil {
-			readDone <- err
-			return
-		}
-		defer file.Close()
+		defer reader.close()
 		buf := make([]byte, limitChunk)
 		for {
-			n, err := unix.Read(fd, buf)
+			n, err := unix.Read(reader.fd, buf)
 			if n > 0 {
 				received.Add(int64(n))
 			}
@@ -182,24 +165,14 @@ func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cp
 			}
 		}
 	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		return 0, 0, err
-	}
-	defer conn.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	fd, file, err := blockingFD(conn)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer file.Close()
 	// The brokers' send buffer (socket.send.buffer.bytes, 102400 in both
 	// Sluice and Kafka). Left to the kernel's autotuning (4 MiB on
 	// loopback) this stream moved about half what both brokers then did
 	// through one fetch connection (BENCHMARKS.md, "Socket receive buffer
 	// and the fetch path"): it measured a slower setting, not a ceiling.
-	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, limitSendBuffer); err != nil {
+	if err := unix.SetsockoptInt(sender.fd, unix.SOL_SOCKET, unix.SO_SNDBUF, limitSendBuffer); err != nil {
 		return 0, 0, err
 	}
 	src := int(f.Fd())
@@ -211,7 +184,7 @@ func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cp
 		if off >= size {
 			off = 0
 		}
-		if _, err := unix.Sendfile(fd, src, &off, int(min(size-off, 16*limitChunk))); err != nil && err != unix.EINTR {
+		if _, err := unix.Sendfile(sender.fd, src, &off, int(min(size-off, 16*limitChunk))); err != nil && err != unix.EINTR {
 			sendErr = err
 			break
 		}
@@ -219,7 +192,7 @@ func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cp
 	elapsed := time.Since(start)
 	cpu := threadCPU() - cpu0
 	got := received.Load() // what arrived within d
-	_ = unix.Shutdown(fd, unix.SHUT_WR)
+	_ = unix.Shutdown(sender.fd, unix.SHUT_WR)
 	if err := <-readDone; err != nil && sendErr == nil {
 		sendErr = err
 	}
@@ -229,28 +202,13 @@ func SendfileLoopbackCPU(dir string, fileBytes int64, d time.Duration) (mbps, cp
 	return float64(got) / elapsed.Seconds() / 1e6, cpuPerGB(cpu, got), nil
 }
 
-// blockingFD returns a blocking duplicate of c's socket (and the file that
-// owns it, to close).
-func blockingFD(c net.Conn) (int, *os.File, error) {
-	file, err := c.(*net.TCPConn).File()
-	if err != nil {
-		return 0, nil, err
-	}
-	fd := int(file.Fd())
-	if err := unix.SetNonblock(fd, false); err != nil {
-		file.Close()
-		return 0, nil, err
-	}
-	return fd, file, nil
-}
-
 // ReceiveWrite streams 1 MiB chunks over a 127.0.0.1 TCP connection for d
 // to a thread that reads them into a 1 MiB buffer and writes every read to
 // a new file in dir (page cache; emptied at fileBytes, so every write
-// lands on fresh pages as a broker's appends do), and returns the MB/s written and that thread's CPU seconds
-// per GB: a broker's produce path without the broker (socket copy into
-// user space, then the copy into the page cache; Sluice and Kafka both do
-// these two). The file is removed.
+// lands on fresh pages as a broker's appends do), and returns the MB/s
+// written and that thread's CPU seconds per GB: a produce path's kernel
+// part without a broker (socket copy into user space, then the copy into
+// the page cache; Sluice and Kafka both do these two). The file is removed.
 func ReceiveWrite(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB float64, err error) {
 	f, err := os.CreateTemp(dir, "sluice-bench-recvwrite-*")
 	if err != nil {
@@ -258,51 +216,42 @@ func ReceiveWrite(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB flo
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	sender, reader, err := loopbackPair()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer ln.Close()
-	stop := make(chan struct{})
 	sendDone := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			sendDone <- err
-			return
-		}
-		defer c.Close()
+		defer sender.close()
 		chunk := randomChunk()
 		for {
-			select {
-			case <-stop:
-				sendDone <- nil
-				return
-			default:
-			}
-			if _, err := c.Write(chunk); err != nil {
-				sendDone <- err
+			if _, err := unix.Write(sender.fd, chunk); err != nil && err != unix.EINTR {
+				sendDone <- err // the reader closed its end
 				return
 			}
 		}
 	}()
-	c, err := ln.Accept()
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	fd, file, err := blockingFD(c)
-	if err != nil {
-		return 0, 0, err
+	written, cpu, elapsed, readErr := receiveWriteFor(reader.fd, int(f.Fd()), fileBytes, d)
+	reader.close() // resets the sender out of a write the full window blocks
+	if err := <-sendDone; readErr == nil && !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
+		readErr = err
 	}
-	defer file.Close()
-	dst := int(f.Fd())
+	if readErr != nil {
+		return 0, 0, readErr
+	}
+	return float64(written) / elapsed.Seconds() / 1e6, cpuPerGB(cpu, written), nil
+}
+
+// receiveWriteFor is ReceiveWrite's reading thread: read from fd, pwrite
+// to dst, for d. It returns the bytes written, the thread's CPU time and
+// the time taken.
+func receiveWriteFor(fd, dst int, fileBytes int64, d time.Duration) (written int64, cpu, elapsed time.Duration, err error) {
 	buf := make([]byte, limitChunk)
-	var written, off int64
+	var off int64
 	cpu0 := threadCPU()
 	start := time.Now()
 	for time.Since(start) < d {
@@ -311,38 +260,74 @@ func ReceiveWrite(dir string, fileBytes int64, d time.Duration) (mbps, cpuGB flo
 			continue
 		}
 		if err != nil || n == 0 {
-			close(stop)
-			return 0, 0, fmt.Errorf("read: %v (n=%d)", err, n)
+			return 0, 0, 0, fmt.Errorf("read: %v (n=%d)", err, n)
 		}
 		if off+int64(n) > fileBytes {
 			// Start over on fresh pages, as an appending broker writes;
 			// the truncation's freeing is not the produce path's cost.
 			t0 := threadCPU()
 			if err := unix.Ftruncate(dst, 0); err != nil {
-				close(stop)
-				return 0, 0, err
+				return 0, 0, 0, err
 			}
 			cpu0 += threadCPU() - t0
 			off = 0
 		}
 		w, err := unix.Pwrite(dst, buf[:n], off)
 		if err != nil {
-			close(stop)
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		off += int64(w)
 		written += int64(w)
 	}
-	elapsed := time.Since(start)
-	cpu := threadCPU() - cpu0
-	close(stop)
-	// Both descriptors of the socket (c's and the blocking duplicate) must
-	// go for the close to reset the sender out of a write the full window
-	// blocks.
-	file.Close()
-	c.Close()
-	if err := <-sendDone; err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, unix.EPIPE) && !errors.Is(err, unix.ECONNRESET) {
-		return 0, 0, err
+	return written, threadCPU() - cpu0, time.Since(start), nil
+}
+
+// blockingSocket is one end of a loopback TCP connection as a blocking
+// descriptor, outside Go's netpoller.
+type blockingSocket struct {
+	fd   int
+	file *os.File // owns fd
+}
+
+func (s blockingSocket) close() { s.file.Close() }
+
+// loopbackPair opens a 127.0.0.1 TCP connection and returns both ends as
+// blocking descriptors (the net.Conns they were made from are closed: each
+// descriptor is the socket's only one, so closing it resets the peer).
+func loopbackPair() (dialed, accepted blockingSocket, err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return dialed, accepted, err
 	}
-	return float64(written) / elapsed.Seconds() / 1e6, cpuPerGB(cpu, written), nil
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return dialed, accepted, err
+	}
+	a, err := ln.Accept()
+	if err != nil {
+		c.Close()
+		return dialed, accepted, err
+	}
+	if dialed, err = blockingSocketOf(c); err == nil {
+		if accepted, err = blockingSocketOf(a); err != nil {
+			dialed.close()
+		}
+	}
+	return dialed, accepted, err
+}
+
+// blockingSocketOf returns a blocking duplicate of c's socket and closes c.
+func blockingSocketOf(c net.Conn) (blockingSocket, error) {
+	defer c.Close()
+	file, err := c.(*net.TCPConn).File()
+	if err != nil {
+		return blockingSocket{}, err
+	}
+	fd := int(file.Fd())
+	if err := unix.SetNonblock(fd, false); err != nil {
+		file.Close()
+		return blockingSocket{}, err
+	}
+	return blockingSocket{fd, file}, nil
 }
