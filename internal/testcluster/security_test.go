@@ -223,9 +223,11 @@ func saslSSLOnly(t *testing.T, interBrokerMech string) {
 	if res, err := adm.CreateACLs(ctx, acls); err != nil || len(res) == 0 || res[0].Err != nil {
 		t.Fatalf("alice's ACLs: %v %+v", err, res)
 	}
-	c.WaitFor(30*time.Second, "alice's credential on every broker", func() bool {
+	// Brokers apply the metadata log on their own time, as Kafka's do: a
+	// broker that has not applied the ACLs yet refuses alice's produce.
+	c.WaitFor(30*time.Second, "alice's credential and ACLs on every broker", func() bool {
 		for _, nd := range c.Nodes {
-			if _, ok := nd.Broker().ScramCredential("alice", metadata.ScramSHA512); !ok {
+			if _, ok := nd.Broker().ScramCredential("alice", metadata.ScramSHA512); !ok || nd.Broker().ACLCount() < 3 {
 				return false
 			}
 		}
@@ -462,6 +464,7 @@ func TestReadmeSASLSSLClusterRuns(t *testing.T) {
 	if res, err := adm.CreateACLs(ctx, acls); err != nil || len(res) == 0 || res[0].Err != nil {
 		t.Fatalf("alice's ACLs: %v %+v", err, res)
 	}
+	waitForACLsOnEveryNode(ctx, t, c, 3)
 	alice := []kgo.Opt{kgo.SeedBrokers(c.Bootstrap()...), kgo.DialTLSConfig(tlsCfg),
 		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())}
 	prod, err := kgo.NewClient(append(alice, kgo.DefaultProduceTopic("readme"), kgo.RequiredAcks(kgo.AllISRAcks()))...)
@@ -517,4 +520,24 @@ func createScramUser(ctx context.Context, t testing.TB, adm *kadm.Client, user, 
 	if err != nil {
 		t.Fatalf("creating SCRAM user %s: %v", user, err)
 	}
+}
+
+// waitForACLsOnEveryNode waits until each node of c answers DescribeACLs
+// with want bindings: brokers apply the metadata log asynchronously, so an
+// ACL the controller committed may not yet be in force on every broker.
+func waitForACLsOnEveryNode(ctx context.Context, t testing.TB, c *Cluster, want int) {
+	t.Helper()
+	var admins []*kadm.Client
+	for _, nd := range c.Nodes {
+		admins = append(admins, kadm.NewClient(c.clientOf(t, nd)))
+	}
+	c.WaitFor(30*time.Second, fmt.Sprintf("%d ACLs on every node", want), func() bool {
+		for _, a := range admins {
+			res, err := a.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations(kadm.OpAny))
+			if err != nil || len(res) == 0 || res[0].Err != nil || len(res[0].Described) < want {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -497,9 +497,9 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// clientOf is a client of node nd alone.
+// clientOf is a client of node nd alone, with the cluster's client options.
 func (c *Cluster) clientOf(t testing.TB, nd *Node) *kgo.Client {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(nd.Addr))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(nd.Addr)}, c.clientOpts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
