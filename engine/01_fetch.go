@@ -245,7 +245,8 @@ func (f *fetch) resolve(fp *fetchPart, last *Topic) *Topic {
 // readPart fills in one partition's answer. remaining is what is left of
 // the response's max bytes; first is true until some partition has records.
 func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
-	fp.err, fp.hw, fp.logStart, fp.end, fp.records = 0, -1, -1, -1, storage.Region{}
+	fp.records.Release() // a parked fetch's earlier read
+	fp.err, fp.hw, fp.logStart, fp.end = 0, -1, -1, -1
 	fp.lso, fp.abortedFrom, fp.abortedTo = -1, 0, 0
 	fp.divergingEpoch, fp.divergingEnd, fp.leaderEpoch, fp.omit, fp.preferred = -1, -1, -1, false, -1
 	p := f.partition(fp)
@@ -285,6 +286,7 @@ func (f *fetch) readPart(fp *fetchPart, remaining *int64, first *bool) {
 		return
 	}
 	if reg.Len == 0 || (reg.Len > limit && !*first) {
+		reg.Release()
 		return
 	}
 	if throttled {
@@ -381,7 +383,7 @@ func (f *fetch) park(readable int64) {
 	parts, ends := partsBuf[:0], endsBuf[:0]
 	for i := range f.parts {
 		fp := &f.parts[i]
-		fp.records = storage.Region{}
+		fp.records.Release()
 		if p := fp.topic.Partition(fp.partition); p != nil {
 			parts = append(parts, p)
 			ends = append(ends, fp.end)
@@ -443,7 +445,12 @@ func (f *fetch) countFetched() {
 // maxPooledParts keeps a fetch of a huge session from pinning memory.
 const maxPooledParts = 4096
 
+// release releases the records read (the response holds its own
+// references) and returns f to the pool.
 func (f *fetch) release() {
+	for i := range f.parts {
+		f.parts[i].records.Release()
+	}
 	parts := f.parts
 	if cap(parts) > maxPooledParts {
 		parts = nil

@@ -188,6 +188,7 @@ func readOneBatch(p *Partition, offset int64) ([]byte, record.Header, error) {
 	if err != nil || reg.Len == 0 {
 		return nil, h, err
 	}
+	defer reg.Release()
 	var head [record.HeaderLen]byte
 	if _, err := reg.File.ReadAt(head[:], reg.Pos); err != nil {
 		return nil, h, err

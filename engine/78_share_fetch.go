@@ -51,7 +51,8 @@ type shareFetch struct {
 	tps        []shareTP
 	out        map[shareTP]*kmsg.ShareFetchResponseTopicPartition
 	maxRecords int
-	// regions are the partitions' records spliced from the logs.
+	// regions are the partitions' records spliced from the logs, released
+	// once the answer (which holds its own references) is handed over.
 	regions map[shareTP]storage.Region
 	// bufs hold records read through memory (read_committed around
 	// aborted transactions); back to shareReadBufs once the answer is
@@ -166,6 +167,8 @@ func (f *shareFetch) acquire() bool {
 		got = true
 		out.Records = recs.bytes // one read per partition and request
 		if recs.region.Len > 0 {
+			old := f.regions[tp]
+			old.Release()
 			f.regions[tp] = recs.region
 		}
 		for _, rg := range ranges {
@@ -241,6 +244,10 @@ func (f *shareFetch) respond() {
 	w := f.r.beginResponse(true)
 	encodeShareFetch(w, f.resp, f.regions) // copies f.bufs' records: free after
 	f.r.finish(w.finish())
+	for _, reg := range f.regions {
+		reg.Release()
+	}
+	clear(f.regions)
 	for _, b := range f.bufs {
 		if cap(*b) <= maxPooledShareRead {
 			shareReadBufs.Put(b)

@@ -652,7 +652,9 @@ func (p *Partition) scan(chunk int32, fn func(batches []byte) (next int64, err e
 			buf = make([]byte, reg.Len)
 		}
 		buf = buf[:reg.Len]
-		if n, err := reg.File.ReadAt(buf, reg.Pos); n < len(buf) {
+		n, err := reg.File.ReadAt(buf, reg.Pos)
+		reg.Release()
+		if n < len(buf) {
 			return fmt.Errorf("read offset %d: %w", off, errors.Join(err, io.ErrUnexpectedEOF))
 		}
 		next, err := fn(buf)

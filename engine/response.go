@@ -60,10 +60,18 @@ func newResponse() *Response {
 	return r
 }
 
-// Release returns the response's buffers for reuse; the network layer calls
-// it once every part has been written.
+// Release releases the response's file regions (storage.Region.Release:
+// their descriptors may close now) and returns its buffers for reuse. The
+// network layer calls it exactly once, when every part has been written or
+// the connection is gone; no part may be used after it.
 func (r *Response) Release() {
-	if r == nil || cap(r.buf) > maxPooledBuf {
+	if r == nil {
+		return
+	}
+	for i := range r.Parts {
+		r.Parts[i].Region.Release()
+	}
+	if cap(r.buf) > maxPooledBuf {
 		return
 	}
 	clear(r.Parts)
@@ -116,7 +124,9 @@ func (w *frameWriter) begin(r *Response) {
 	w.cursor = 0
 }
 
-// region appends a file region after the bytes written so far.
+// region appends a file region after the bytes written so far. The
+// response takes a reference of its own to it (finish), released with the
+// response; the caller still releases reg.
 func (w *frameWriter) region(reg storage.Region) {
 	if reg.Len == 0 {
 		return
@@ -154,7 +164,7 @@ func (w *frameWriter) finish() *Response {
 			continue
 		}
 		if m.end < 0 {
-			r.Parts = append(r.Parts, Part{Region: m.region})
+			r.Parts = append(r.Parts, Part{Region: m.region.Retain()})
 			size += m.region.Len
 			continue
 		}

@@ -239,10 +239,12 @@ func (s *shareBroker) acquire(sp *sharePart, p *Partition, member string, maxByt
 		return shareRecords{}, nil, ErrorCode(err)
 	}
 	if iso == fetchTxnCommitted && len(p.abortedTxns(nil, from, reg.NextOffset)) > 0 {
+		defer reg.Release() // read into *buf
 		return s.acquireCommitted(sp, p, member, reg, from, maxRecords, buf, now)
 	}
 	ranges := sp.sp.Acquire(nil, member, now, from, reg.NextOffset, maxRecords)
 	if len(ranges) == 0 {
+		reg.Release()
 		return shareRecords{}, nil, 0
 	}
 	return shareRecords{region: cutRegion(p, reg, ranges[len(ranges)-1].Last, iso)}, ranges, 0
@@ -256,9 +258,11 @@ type shareRecords struct {
 }
 
 // cutRegion ends reg after the batch holding offset last (a read of one
-// byte from it returns that batch whole), when that batch is in reg.
+// byte from it returns that batch whole), when that batch is in reg. The
+// result holds reg's reference.
 func cutRegion(p *Partition, reg storage.Region, last int64, iso fetchIsolation) storage.Region {
 	b, err := p.read(last, 1, iso)
+	defer b.Release()
 	if err != nil || b.File != reg.File || b.Pos < reg.Pos || b.Pos+b.Len > reg.Pos+reg.Len {
 		return reg
 	}

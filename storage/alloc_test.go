@@ -60,6 +60,7 @@ func TestReadAllocatesNothing(t *testing.T) {
 		if err != nil || r.Len == 0 {
 			t.Fatal(err)
 		}
+		r.Release()
 		off = (off + 37) % l.LogEndOffset()
 	})
 	if allocs != 0 {

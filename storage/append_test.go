@@ -184,7 +184,7 @@ func TestStickyWriteError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw := s.fd.f.Swap(ro)
+	rw := s.fd.f.Swap(newLogFile(ro))
 	e := []AppendEntry{{Records: buildBatch(spec(1, 10))}}
 	if err := l.Append(e, AppendOptions{}); err == nil || e[0].Err == nil {
 		t.Fatal("write to a read-only file succeeded")

@@ -111,7 +111,7 @@ func syntheticLog(nsegs int, segBytes int64) *Log {
 	entries := segBytes / interval
 	segs := make([]*segment, nsegs)
 	for i := range segs {
-		s := newSegment(nil, "", int64(i)*entries*offsetsPerInterval)
+		s := newSegment("", int64(i)*entries*offsetsPerInterval)
 		buf := make([]byte, entries*offsetEntrySize)
 		for e := int64(0); e < entries; e++ {
 			binary.BigEndian.PutUint32(buf[e*8:], uint32((e+1)*offsetsPerInterval-1))
@@ -177,9 +177,11 @@ func BenchmarkRead(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := l.Read(offs[i&(len(offs)-1)], 1<<20, false); err != nil {
+		r, err := l.Read(offs[i&(len(offs)-1)], 1<<20, false)
+		if err != nil {
 			b.Fatal(err)
 		}
+		r.Release()
 	}
 }
 
@@ -272,5 +274,6 @@ func BenchmarkReadSequential(b *testing.B) {
 			continue
 		}
 		off += r.Len / int64(len(entries[0].Records)) * 16 // fixed-size batches of 16 records
+		r.Release()
 	}
 }

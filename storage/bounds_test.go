@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -184,13 +186,14 @@ func TestManyPartitionsWithEightDescriptorsStayCorrect(t *testing.T) {
 }
 
 // TestEvictedDescriptorKeepsLentRegionReadable: a Region handed out before
-// its descriptor is evicted stays readable (same file, same bytes) until
-// file.delete.delay.ms runs out or its log closes; a descriptor that lent
-// nothing is closed at eviction.
+// its descriptor is evicted stays readable (same file, same bytes) until it
+// is released, whatever file.delete.delay.ms says and even after its log
+// is closed; the descriptor closes with the release. Descriptors that
+// lent nothing still out are closed at eviction.
 func TestEvictedDescriptorKeepsLentRegionReadable(t *testing.T) {
 	boundCaches(t, 2, 1024)
 	cfg := testConfig()
-	cfg.FileDeleteDelayMs = 60_000
+	cfg.FileDeleteDelayMs = 60_000 // no bearing on descriptors
 	root := fastTempDir(t)
 	logs := make([]*Log, 4)
 	for i := range logs {
@@ -205,25 +208,104 @@ func TestEvictedDescriptorKeepsLentRegionReadable(t *testing.T) {
 	if err != nil || r.Len == 0 {
 		t.Fatalf("Read: %v %+v", err, r)
 	}
-	before := readRegion(t, r)
+	before := peekRegion(t, r)
 	for _, l := range logs[1:] { // evict logs[0]'s descriptor
-		if _, err := l.Read(0, 1<<20, false); err != nil {
-			t.Fatal(err)
-		}
+		readRegion(t, mustRead(t, l, 0))
 	}
 	if logs[0].mu.active.fd.f.Load() != nil {
 		t.Fatal("descriptor not evicted")
 	}
-	if cached, lending := OpenLogFiles(); cached > 2 || lending < 1 {
-		t.Fatalf("cached %d lending %d", cached, lending)
+	if cached, lending := OpenLogFiles(); cached > 2 || lending != 1 {
+		t.Fatalf("cached %d lending %d, want 1 lending", cached, lending)
 	}
-	if after := readRegion(t, r); string(after) != string(before) {
-		t.Fatal("lent Region reads other bytes after eviction")
+	if n := openSegmentFiles(t, root); n != 3 {
+		t.Fatalf("%d .log descriptors open, want 2 cached and 1 lent", n)
 	}
-	logs[0].Close() // runs the delayed close at once
-	if _, err := r.File.ReadAt(make([]byte, 1), 0); err == nil {
-		t.Fatal("lent descriptor still open after its log closed")
+	logs[0].Close()
+	if after := peekRegion(t, r); string(after) != string(before) {
+		t.Fatal("lent Region reads other bytes after eviction and its log's close")
 	}
+	f := r.File
+	r.Release()
+	if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("lent descriptor not closed by the release: %v", err)
+	}
+	if _, lending := OpenLogFiles(); lending != 0 {
+		t.Fatalf("lending %d after the release", lending)
+	}
+}
+
+// TestRegionAtZeroDeleteDelayReadsItsOwnBytesAfterEviction is the
+// regression test for a flaky TestManyPartitionsWithEightDescriptorsStayCorrect
+// ("ReadAt: file already closed"): at file.delete.delay.ms 0 an evicted
+// descriptor that had lent a Region was closed at once, so reading (or
+// sending) the Region failed, or — had another open reused the descriptor
+// number — would have read another file's bytes. Here the descriptor is
+// evicted by a roll's background flush, as in that test, and by other
+// logs' reads, and new files are opened to take freed descriptor numbers:
+// the Region still reads its own bytes, and its descriptor closes when it
+// is released.
+func TestRegionAtZeroDeleteDelayReadsItsOwnBytesAfterEviction(t *testing.T) {
+	boundCaches(t, 2, 1024)
+	cfg := testConfig()
+	cfg.FileDeleteDelayMs = 0
+	cfg.SegmentBytes = 300
+	root := fastTempDir(t)
+	logs := make([]*Log, 4)
+	for i := range logs {
+		logs[i] = mustOpen(t, filepath.Join(root, fmt.Sprint(i)), cfg)
+		defer logs[i].Close()
+		sp := spec(2, 40)
+		sp.fill = byte(10*i + 1)
+		appendOne(t, logs[i], buildBatch(sp))
+		logs[i].SetHighWatermark(logs[i].LogEndOffset())
+	}
+	r := mustRead(t, logs[0], 0)
+	want := peekRegion(t, r)
+	lent := r.File
+	// Rolls: each new segment's file and its predecessor's flush need
+	// descriptors, evicting logs[0]'s.
+	for range 8 {
+		appendOne(t, logs[1], buildBatch(spec(2, 100)))
+	}
+	for _, l := range logs[1:] {
+		readRegion(t, mustRead(t, l, 0))
+	}
+	if f := logs[0].segs.Load().segs[0].fd.f.Load(); f != nil && f.f == lent {
+		t.Fatal("logs[0]'s descriptor was not evicted")
+	}
+	// Take descriptor numbers a wrongly closed one would have freed.
+	for i := range 8 {
+		f, err := os.Create(filepath.Join(root, fmt.Sprintf("other-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.Write(make([]byte, 4096))
+	}
+	if got := peekRegion(t, r); !bytes.Equal(got, want) {
+		t.Fatal("Region reads other bytes after its descriptor was evicted")
+	}
+	if _, lending := OpenLogFiles(); lending != 1 {
+		t.Fatalf("lending %d, want the Region's descriptor", lending)
+	}
+	r.Release()
+	if _, err := lent.ReadAt(make([]byte, 1), 0); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("descriptor still open after its Region was released: %v", err)
+	}
+	if _, lending := OpenLogFiles(); lending != 0 {
+		t.Fatalf("lending %d after the release", lending)
+	}
+}
+
+// mustRead reads from offset up to 1 MiB, expecting records.
+func mustRead(t *testing.T, l *Log, offset int64) Region {
+	t.Helper()
+	r, err := l.Read(offset, 1<<20, false)
+	if err != nil || r.Len == 0 {
+		t.Fatalf("Read(%d): %v %+v", offset, err, r)
+	}
+	return r
 }
 
 // TestIdleActiveIndexesAreUnmapped: with room for 2 mapped segments, 10
@@ -311,10 +393,12 @@ func TestConcurrentPartitionsShareFewDescriptors(t *testing.T) {
 					return
 				}
 				l.SetHighWatermark(l.LogEndOffset())
-				if _, err := l.Read(l.LogEndOffset()-1, 100, false); err != nil {
+				r, err := l.Read(l.LogEndOffset()-1, 100, false)
+				if err != nil {
 					done <- err
 					return
 				}
+				r.Release()
 			}
 			done <- l.Flush()
 		}(logs[i])
@@ -332,11 +416,11 @@ func TestConcurrentPartitionsShareFewDescriptors(t *testing.T) {
 // TestReadsBeyondTheDescriptorBudgetFailRetriably: with 2 cached
 // descriptors and Regions in flight on every evicted one, the reads that
 // would need a fifth descriptor fail with ErrTooManyOpenFiles instead of
-// opening it, and succeed again once the lending descriptors are closed.
+// opening it, and succeed again once Regions are released, which closes
+// their descriptors.
 func TestReadsBeyondTheDescriptorBudgetFailRetriably(t *testing.T) {
 	boundCaches(t, 2, 1024)
 	cfg := testConfig()
-	cfg.FileDeleteDelayMs = 60_000
 	root := fastTempDir(t)
 	logs := make([]*Log, 6)
 	for i := range logs {
@@ -345,22 +429,36 @@ func TestReadsBeyondTheDescriptorBudgetFailRetriably(t *testing.T) {
 		appendOne(t, logs[i], buildBatch(spec(2, 40)))
 		logs[i].SetHighWatermark(logs[i].LogEndOffset())
 	}
+	var held []Region
 	failed := 0
 	for _, l := range logs {
-		if _, err := l.Read(0, 1<<20, false); err == ErrTooManyOpenFiles {
+		r, err := l.Read(0, 1<<20, false)
+		switch {
+		case err == ErrTooManyOpenFiles:
 			failed++
-		} else if err != nil {
+		case err != nil:
 			t.Fatal(err)
+		default:
+			held = append(held, r)
 		}
 	}
-	if cached, lending := OpenLogFiles(); failed == 0 || cached > 2 || lending > 2 {
+	cached, lending := OpenLogFiles()
+	if failed == 0 || cached > 2 || lending > 2 {
 		t.Fatalf("failed %d, cached %d, lending %d", failed, cached, lending)
 	}
-	for _, l := range logs[:2] { // their logs close: the lent descriptors go
-		l.Close()
+	if n := openSegmentFiles(t, root); n != cached+lending {
+		t.Fatalf("%d .log descriptors open, %d cached and %d lending", n, cached, lending)
 	}
-	if _, err := logs[5].Read(0, 1<<20, false); err != nil {
+	for i := range held[:2] { // the first ones were evicted: their release closes them
+		held[i].Release()
+	}
+	r, err := logs[5].Read(0, 1<<20, false)
+	if err != nil {
 		t.Fatalf("read after descriptors were freed: %v", err)
+	}
+	r.Release()
+	for i := range held {
+		held[i].Release()
 	}
 }
 

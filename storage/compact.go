@@ -40,7 +40,8 @@ package storage
 //     .txnindex.cleaned with the group's remaining aborted transactions) and
 //     fsynced, renamed to ".swap", then, under the log lock, the old
 //     segments are renamed to ".deleted" (their descriptors stay open for
-//     file.delete.delay.ms, for in-flight Regions), the ".swap" files take
+//     file.delete.delay.ms, for readers that found them before the swap;
+//     Regions hold theirs until released), the ".swap" files take
 //     the final names and the new segment list is published. Recovery
 //     (completeSwaps) deletes ".cleaned" leftovers and finishes a ".swap":
 //     it replaces the segments whose base offsets it covers, as Kafka does.
@@ -394,7 +395,7 @@ func (l *Log) cleanGroup(p *cleanPlan, group []*segment, f *batchFilter, st *Com
 	if err != nil {
 		return err
 	}
-	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.fd.f.Load(), 1<<20), interval: p.cfg.IndexIntervalBytes} // pinned until published
+	w := cleanedWriter{s: out, w: bufio.NewWriterSize(out.pinnedFile(), 1<<20), interval: p.cfg.IndexIntervalBytes} // pinned until published
 	changed := len(group) > 1
 	var before int64
 	f.index = f.index[:0]
@@ -547,7 +548,7 @@ func (w *cleanedWriter) finish(mtimeMs int64) error {
 	if err := os.Chtimes(s.path(logSuffix), mtime, mtime); err != nil {
 		return err
 	}
-	if err := s.fd.f.Load().Sync(); err != nil { // pinned until published
+	if err := s.pinnedFile().Sync(); err != nil { // pinned until published
 		return err
 	}
 	return s.seal()

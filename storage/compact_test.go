@@ -789,7 +789,9 @@ func readVerify(l *Log, want map[string]logRec) error {
 			break
 		}
 		b := make([]byte, r.Len)
-		if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+		_, err = r.File.ReadAt(b, r.Pos)
+		r.Release()
+		if err != nil {
 			return fmt.Errorf("Read(%d): region: %w", off, err)
 		}
 		for len(b) > 0 {

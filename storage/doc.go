@@ -64,8 +64,9 @@
 // an immutable slice swapped atomically, and index entries are written before
 // the count that publishes them. A reader therefore never sees a batch that
 // is not completely written. Read returns a Region of the segment file, not
-// bytes; deleted segments keep their descriptor open for file.delete.delay.ms
-// so in-flight sendfiles of a Region stay valid.
+// bytes; a Region holds its descriptor open until it is released
+// (logfiles.go), so an in-flight sendfile of a Region stays valid whatever
+// the descriptor cache, retention, compaction or truncation do meanwhile.
 //
 // # Durability and recovery
 //

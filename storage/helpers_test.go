@@ -91,8 +91,15 @@ func appendOne(t testing.TB, l *Log, b []byte) AppendResult {
 	return e[0].Result
 }
 
-// readRegion returns the bytes a Region refers to.
+// readRegion returns the bytes a Region refers to and releases it.
 func readRegion(t testing.TB, r Region) []byte {
+	t.Helper()
+	defer r.Release()
+	return peekRegion(t, r)
+}
+
+// peekRegion reads a Region's bytes and keeps it (the caller releases it).
+func peekRegion(t testing.TB, r Region) []byte {
 	t.Helper()
 	if r.Len == 0 {
 		return nil

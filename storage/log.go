@@ -16,12 +16,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Region is a byte range of a segment file, returned by reads instead of bytes.
-// File stays valid (not closed) for at least FileDeleteDelayMs after the
-// segment is deleted or its descriptor leaves the descriptor cache (see
-// logfiles.go for the floor under descriptor pressure), or until the log
-// is closed, so an in-flight sendfile never hits a closed or reused
-// descriptor.
+// Region is a byte range of a segment file, returned by reads instead of
+// bytes. A Region of Len > 0 holds a reference to its descriptor (see
+// logfiles.go): File stays open, and is the file the Region was read from,
+// until the Region is released, whatever the descriptor cache, retention,
+// truncation or closing the log do meanwhile. So an in-flight sendfile
+// never hits a closed descriptor or one whose number was reused.
+//
+// Whoever holds a Region last releases it, exactly once: the network
+// layer after sending it (engine.Response.Release), a reader after
+// reading it. A copy of a Region shares its reference; Retain makes a
+// copy that holds its own.
 type Region struct {
 	File *os.File
 	Pos  int64 // byte position in File
@@ -30,6 +35,28 @@ type Region struct {
 	// the next read continues), or -1 when Len is 0. It lets the caller
 	// count what it sends without reading the batches.
 	NextOffset int64
+
+	ref *logFile // nil for an empty Region or one made by hand
+}
+
+// Release gives up the Region's reference to its descriptor and clears
+// the Region; File must not be used after it. Releasing an empty or
+// cleared Region does nothing; releasing two copies of one reference
+// panics (logfiles.go).
+func (r *Region) Release() {
+	if r.ref != nil {
+		r.ref.unref()
+	}
+	*r = Region{}
+}
+
+// Retain returns a copy of r with a reference of its own, to be released
+// separately. r must hold its reference (not be released yet).
+func (r Region) Retain() Region {
+	if r.ref != nil {
+		r.ref.refs.Add(1)
+	}
+	return r
 }
 
 // Log is one partition's log: a directory of segments. Appends are
@@ -124,14 +151,11 @@ type Log struct {
 	durableBase atomic.Int64
 
 	removals removals // delayed file removals (file.delete.delay.ms)
-	// deleteDelayMs is mu.cfg.FileDeleteDelayMs, readable without mu by
-	// the descriptor cache, which delays closing a descriptor that lent a
-	// Region by as much.
-	deleteDelayMs atomic.Int64
 }
 
 // removals are the file removals a log has scheduled for later, so that
-// Regions handed out before a deletion stay readable until then. Close
+// reads that found a segment before its deletion still work until then
+// (Regions hold their descriptors until released, see logfiles.go). Close
 // runs the pending ones at once and waits for those already running: no
 // one reads a closed log's files, and the next Open would remove the same
 // *.deleted files anyway.
@@ -291,7 +315,6 @@ func open(dir string, cfg Config, dirClean bool) (*Log, error) {
 	}
 	l := &Log{dir: dir}
 	l.mu.cfg = cfg
-	l.deleteDelayMs.Store(cfg.FileDeleteDelayMs)
 	l.mu.lastFlushMs = time.Now().UnixMilli()
 	load := func() error { return l.load(dirClean) }
 	if made {
@@ -331,7 +354,6 @@ func (l *Log) SetConfig(cfg Config) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.cfg = cfg.normalized()
-	l.deleteDelayMs.Store(l.mu.cfg.FileDeleteDelayMs)
 }
 
 func (l *Log) config() Config {
@@ -470,8 +492,8 @@ func (l *Log) closeSegments() error {
 }
 
 // Delete closes the log and removes its directory. The directory is first
-// renamed aside and removed after FileDeleteDelayMs, so in-flight Regions of
-// its files stay valid.
+// renamed aside and removed after FileDeleteDelayMs, so reads that found its
+// segments before still work (Regions hold their descriptors until released).
 func (l *Log) Delete() error {
 	l.closed.Store(true)
 	l.cleanMu.Lock() // wait for a running compaction to stop

@@ -5,7 +5,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Segment .log descriptors are opened on demand and held by a process-wide
@@ -17,18 +16,35 @@ import (
 // Everything that reads or writes a segment's log gets the descriptor
 // through one accessor, segment.file, which holds it shared until
 // fileDone: eviction takes the descriptor exclusively with TryLock, so it
-// never closes one in use and never waits for a user. Besides the cache
-// bound, a descriptor is open while
-//   - a Region of it may still be sent: an evicted descriptor that lent a
-//     Region (Read returned one) is closed file.delete.delay.ms after that
-//     Region (at once if that has passed), through
-//     its log's removals, as a deleted segment's files are; under descriptor
-//     pressure (maxOpen of those pending) the oldest close earlier, but
-//     never sooner than minLendMs after their last Region. When even that
-//     leaves no room (one fetch spanning more partitions than the budget),
-//     opening fails with ErrTooManyOpenFiles, a retriable error, rather
-//     than take the descriptors sockets need;
-//   - its segment is deleted and its files wait for removal (pinned).
+// never closes one in use and never waits for a user.
+//
+// Each open descriptor is a logFile with a reference count. Its segment
+// holds one reference while the descriptor is the segment's (cached or
+// pinned), and every Region of it that Read hands out holds one more
+// until Region.Release. Eviction, closing a segment and removing a deleted
+// segment's files only drop the segment's reference.
+//
+// Invariant: a descriptor is closed exactly when its last reference goes,
+// so a Region reads the bytes of its own file, whatever was evicted,
+// closed or removed meanwhile, until it is released — never a closed
+// descriptor, never one whose number was reused by another open. Nothing
+// about it is timed: file.delete.delay.ms delays the removal of deleted
+// segments' files (so that readers that found the segment before its
+// deletion still read it), not the close of a descriptor that no one
+// holds any more.
+//
+// The price is that every Region must be released, exactly once, by
+// whoever holds it last: the network layer through Response.Release once
+// the bytes are on the socket (or the connection is gone), and anyone who
+// reads a Region itself when it is done. A leaked Region keeps its
+// descriptor open and counted.
+//
+// Descriptors the cache let go that Regions still hold ("lending") are
+// bounded too: while maxOpen of them are open and the cache is full,
+// opening another fails with ErrTooManyOpenFiles, a retriable error,
+// rather than take the descriptors sockets need. So at most 2*maxOpen are
+// open, plus those in use at that moment and the pinned ones (deleted
+// segments waiting for their removal, cleaner outputs).
 //
 // Closing a descriptor with unsynced bytes loses nothing: the page cache
 // belongs to the file, not the descriptor, so the next flush reopens it and
@@ -43,25 +59,58 @@ func init() { maxOpen.Store(4096) }
 // for reuse (process-wide). n < 2 is treated as 2.
 func SetMaxOpenLogFiles(n int) { maxOpen.Store(int64(max(n, 2))) }
 
-// minLendMs is the shortest time an evicted descriptor that lent a Region
-// stays open, even under descriptor pressure: a Region is sent right after
-// the Read that made it.
-const minLendMs = 5000
+// logFile is one open .log descriptor and its references: the segment's
+// while it is the segment's descriptor, and one per unreleased Region.
+type logFile struct {
+	f *os.File
+	// refs counts the references. Invariant: refs > 0 while f is open; a
+	// Region's reference is only taken while the segment's is held (under
+	// segFile's shared lock), so it never revives a closed descriptor.
+	refs atomic.Int64
+}
+
+func newLogFile(f *os.File) *logFile {
+	lf := &logFile{f: f}
+	lf.refs.Store(1) // the segment's
+	return lf
+}
+
+// drop gives up the segment's reference, once the segment no longer
+// refers to lf: f closes now, or with the last Region of it. Until then
+// it counts as lending.
+func (lf *logFile) drop() error {
+	fileCache.lending.Add(1)
+	return lf.unref()
+}
+
+// unref gives up one reference and closes f with the last one.
+func (lf *logFile) unref() error {
+	switch n := lf.refs.Add(-1); {
+	case n > 0:
+		return nil
+	case n < 0:
+		panic("storage: a Region of a segment file was released twice")
+	}
+	fileCache.lending.Add(-1)
+	if err := lf.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // segFile is a segment's .log descriptor and its cache state.
 type segFile struct {
 	// Users of f hold the RWMutex shared (segment.file); opening, evicting
 	// and closing hold it exclusively, so f never changes under a user.
 	sync.RWMutex
-	f    atomic.Pointer[os.File]
+	f    atomic.Pointer[logFile]
 	used atomic.Bool // CLOCK reference bit, set by users
-	// lentMs is when Read last returned a Region of f (Unix ms), 0 if it
-	// never did since f was opened.
-	lentMs atomic.Int64
-	cached bool // in fileCache.ring; guarded by fileCache.mu
-	// pinned: f stays open until the segment is closed (deleted segments
-	// keep serving Regions and readers until their files are removed).
-	// Guarded by the exclusive lock.
+	// cached: in fileCache.ring; guarded by fileCache.mu.
+	cached bool
+	// pinned: f stays the segment's until the segment is closed (deleted
+	// segments keep serving readers until their files are removed; a
+	// cleaner output is written before it is published). Guarded by the
+	// exclusive lock.
 	pinned bool
 	// gone: the segment was closed; f is never reopened. Guarded by the
 	// exclusive lock.
@@ -74,24 +123,9 @@ var fileCache struct {
 	mu   sync.Mutex
 	ring []*segment // Invariant: s in ring <=> s.fd.cached
 	hand int
-	// lending are evicted descriptors that lent a Region, oldest first,
-	// waiting for their delayed close.
-	lending []*lentFile
-	pending atomic.Int64 // lentFiles not closed yet
-}
-
-// lentFile is an evicted descriptor whose close is delayed.
-type lentFile struct {
-	f      *os.File
-	lentMs int64 // when its last Region was returned
-	closed atomic.Bool
-}
-
-func (e *lentFile) close() {
-	if !e.closed.Swap(true) {
-		e.f.Close()
-		fileCache.pending.Add(-1)
-	}
+	// lending counts the descriptors whose segment let them go (evicted
+	// or closed) and that Regions still hold open.
+	lending atomic.Int64
 }
 
 // file returns the segment's open .log descriptor, opening it if needed,
@@ -99,11 +133,11 @@ func (e *lentFile) close() {
 func (s *segment) file() (*os.File, error) {
 	for {
 		s.fd.RLock()
-		if f := s.fd.f.Load(); f != nil {
+		if lf := s.fd.f.Load(); lf != nil {
 			if !s.fd.used.Load() {
 				s.fd.used.Store(true)
 			}
-			return f, nil
+			return lf.f, nil
 		}
 		s.fd.RUnlock()
 		if err := s.openFile(); err != nil {
@@ -114,12 +148,12 @@ func (s *segment) file() (*os.File, error) {
 
 func (s *segment) fileDone() { s.fd.RUnlock() }
 
-// lend notes that a Region of f is handed out: an eviction must then keep
-// f open for a while. The caller holds the descriptor (file).
-func (s *segment) lend() {
-	if now := time.Now().UnixMilli(); s.fd.lentMs.Load() != now {
-		s.fd.lentMs.Store(now)
-	}
+// lend takes a reference to the descriptor for a Region of it; the caller
+// holds it (file), so it is the descriptor file returned.
+func (s *segment) lend() *logFile {
+	lf := s.fd.f.Load()
+	lf.refs.Add(1)
+	return lf
 }
 
 // openFile opens the .log file by name and registers it with the cache.
@@ -143,7 +177,7 @@ func (s *segment) openFile() error {
 	if err != nil {
 		return err
 	}
-	defer retire(s.adoptFileLocked(f)) // after the unlock: it may take a log's removals lock
+	defer retire(s.adoptFileLocked(f)) // after the unlock: closing takes time
 	return nil
 }
 
@@ -160,18 +194,17 @@ func (s *segment) openLocked() (*os.File, error) {
 	return f, err
 }
 
-// adoptFileLocked makes f the segment's descriptor; the caller holds s.fd
-// exclusively and f is not set. The caller retires the evicted descriptors
-// it returns once it holds no segment or cache lock.
-func (s *segment) adoptFileLocked(f *os.File) []evicted {
-	s.fd.f.Store(f)
-	s.fd.lentMs.Store(0)
+// adoptFileLocked makes f the segment's cached descriptor; the caller
+// holds s.fd exclusively and f is not set. The caller retires the evicted
+// descriptors it returns once it holds no segment or cache lock.
+func (s *segment) adoptFileLocked(f *os.File) []*logFile {
+	s.fd.f.Store(newLogFile(f))
 	s.fd.used.Store(true)
 	return fileCacheAdd(s)
 }
 
-// pinFile keeps the descriptor open (opening it if needed) until the
-// segment is closed. It fails only if the file cannot be opened.
+// pinFile keeps the descriptor the segment's (opening it if needed) until
+// the segment is closed. It fails only if the file cannot be opened.
 func (s *segment) pinFile() error {
 	s.fd.Lock()
 	defer s.fd.Unlock()
@@ -183,12 +216,16 @@ func (s *segment) pinFile() error {
 		if err != nil {
 			return err
 		}
-		s.fd.f.Store(f)
+		s.fd.f.Store(newLogFile(f))
 	}
 	s.fd.pinned = true
 	fileCacheRemove(s)
 	return nil
 }
+
+// pinnedFile is the descriptor of a pinned segment (a cleaner output
+// being written), which no one else closes.
+func (s *segment) pinnedFile() *os.File { return s.fd.f.Load().f }
 
 // unpinFile hands a pinned descriptor (a cleaner output's, now
 // published) to the cache.
@@ -205,63 +242,54 @@ func (s *segment) unpinFile() {
 	retire(evicted)
 }
 
-// closeFile closes the descriptor for good (the segment is closed or its
-// files removed). It waits for current users.
+// closeFile lets the descriptor go for good (the segment is closed or its
+// files removed): it waits for current users, and the descriptor closes
+// now or, if Regions of it are still out, with the last of them.
 func (s *segment) closeFile() error {
 	s.fd.Lock()
 	defer s.fd.Unlock()
 	s.fd.gone = true
 	fileCacheRemove(s)
-	f := s.fd.f.Swap(nil)
-	if f == nil {
+	lf := s.fd.f.Swap(nil)
+	if lf == nil {
 		return nil
 	}
-	if err := f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
-		return err
-	}
-	return nil
+	return lf.drop()
 }
 
 // ErrTooManyOpenFiles says a segment's log cannot be opened now: the
-// cache is full and as many evicted descriptors still lend Regions, none
-// for long enough to close early. Opening more would eat into the
-// descriptors left for sockets; the request is retried once some close.
+// cache is full and as many descriptors it let go are still held open by
+// Regions not yet sent. Opening more would eat into the descriptors left
+// for sockets; the request is retried once some Regions are released.
 var ErrTooManyOpenFiles = errors.New("storage: segment descriptors exhausted by Regions in flight; retry")
 
 // fileBudgetLeft reports whether one more descriptor may be opened: the
-// cache has room, or an eviction would leave the lending ones within
-// their bound (so at most 2*maxOpen, plus those in use at once).
+// cache has room, or the lending ones are within their bound (so at most
+// 2*maxOpen, plus those in use at once).
 func fileBudgetLeft() bool {
 	fileCache.mu.Lock()
 	defer fileCache.mu.Unlock()
-	relieveLending()
-	return int64(len(fileCache.ring)) < maxOpen.Load() || fileCache.pending.Load() < maxOpen.Load()
+	return int64(len(fileCache.ring)) < maxOpen.Load() || fileCache.lending.Load() < maxOpen.Load()
 }
 
 // fileCacheAdd records that s opened its descriptor, evicting others while
 // the ring is at its bound, and returns the evicted descriptors. The caller
 // holds s.fd exclusively.
-func fileCacheAdd(s *segment) (out []evicted) {
+func fileCacheAdd(s *segment) (out []*logFile) {
 	fileCache.mu.Lock()
 	defer fileCache.mu.Unlock()
 	for int64(len(fileCache.ring)) >= maxOpen.Load() {
-		e, ok := evictFile()
+		lf, ok := evictFile()
 		if !ok {
 			break
 		}
-		out = append(out, e)
+		if lf != nil {
+			out = append(out, lf)
+		}
 	}
 	s.fd.cached = true
 	fileCache.ring = append(fileCache.ring, s)
-	relieveLending()
 	return out
-}
-
-// evicted is a descriptor taken from its segment by the cache, to close.
-type evicted struct {
-	s      *segment
-	f      *os.File
-	lentMs int64 // segFile.lentMs
 }
 
 // fileCacheRemove drops s from the ring; the caller holds s.fd exclusively.
@@ -294,7 +322,7 @@ func removeFileRing(i int) {
 // (second chance) from its segment, skipping those in use (TryLock fails),
 // so eviction never waits and cannot deadlock with users that are
 // themselves opening. It reports false when nothing could be evicted.
-func evictFile() (evicted, bool) {
+func evictFile() (*logFile, bool) {
 	for tries := 0; tries < 2*len(fileCache.ring); tries++ {
 		if fileCache.hand >= len(fileCache.ring) {
 			fileCache.hand = 0
@@ -304,69 +332,28 @@ func evictFile() (evicted, bool) {
 			fileCache.hand++
 			continue
 		}
-		e := evicted{v, v.fd.f.Swap(nil), v.fd.lentMs.Load()}
+		lf := v.fd.f.Swap(nil)
 		removeFileRing(fileCache.hand)
 		v.fd.Unlock()
-		return e, true
+		return lf, true
 	}
-	return evicted{}, false
+	return nil, false
 }
 
-// retire closes evicted descriptors: at once unless they lent a Region
-// less than their log's file.delete.delay.ms ago, else when that delay
-// has passed since the Region. The caller holds no segment or cache lock.
-func retire(es []evicted) {
-	now := time.Now().UnixMilli()
-	for _, e := range es {
-		if e.f == nil {
-			continue
-		}
-		var delayMs int64
-		if e.s.owner != nil {
-			delayMs = e.s.owner.deleteDelayMs.Load()
-		}
-		left := e.lentMs + delayMs - now
-		if e.lentMs == 0 || left <= 0 {
-			e.f.Close()
-			continue
-		}
-		lf := &lentFile{f: e.f, lentMs: e.lentMs}
-		fileCache.mu.Lock()
-		fileCache.pending.Add(1)
-		fileCache.lending = append(fileCache.lending, lf)
-		fileCache.mu.Unlock()
-		e.s.owner.removals.after(time.Duration(left)*time.Millisecond, lf.close)
-	}
-}
-
-// relieveLending forgets closed lentFiles at the head of the queue and,
-// while maxOpen or more are still open, closes the oldest ones whose last
-// Region is minLendMs old. fileCache.mu is held.
-func relieveLending() {
-	now := time.Now().UnixMilli()
-	q := fileCache.lending
-	i := 0
-	for ; i < len(q); i++ {
-		e := q[i]
-		if !e.closed.Load() {
-			if fileCache.pending.Load() < maxOpen.Load() || now-e.lentMs < minLendMs {
-				break
-			}
-			e.close()
-		}
-		q[i] = nil
-	}
-	fileCache.lending = q[i:]
-	if len(fileCache.lending) == 0 {
-		fileCache.lending = nil // let the array go
+// retire drops the segments' references to evicted descriptors: those
+// that lent no Region still out close now, the others with their last
+// Region. The caller holds no segment or cache lock.
+func retire(evicted []*logFile) {
+	for _, lf := range evicted {
+		lf.drop()
 	}
 }
 
 // OpenLogFiles reports the segment .log descriptors open now: those in the
-// cache, pinned ones not counted, and evicted ones waiting for a delayed
-// close.
+// cache (pinned ones not counted), and those the cache or a closed segment
+// let go that Regions still hold.
 func OpenLogFiles() (cached, lending int) {
 	fileCache.mu.Lock()
 	defer fileCache.mu.Unlock()
-	return len(fileCache.ring), int(fileCache.pending.Load())
+	return len(fileCache.ring), int(fileCache.lending.Load())
 }

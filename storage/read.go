@@ -42,6 +42,7 @@ func (l *Log) read(offset int64, maxBytes int32, kind int) (Region, error) {
 		if now := l.truncGen.Load(); now == gen && (err == nil || now&1 == 0) {
 			return r, err
 		}
+		r.Release()
 		runtime.Gosched() // a truncation is under way: let it finish
 	}
 }
@@ -123,8 +124,10 @@ func (s *segment) read(offset, end, endOff, maxBytes int64) (Region, error) {
 	if stopOff >= 0 {
 		s.rememberBoundary(stopOff, stop)
 	}
-	s.lend()
-	return Region{File: f, Pos: start, Len: stop - start, NextOffset: stopOff}, nil
+	if stop <= start {
+		return Region{}, nil
+	}
+	return Region{File: f, Pos: start, Len: stop - start, NextOffset: stopOff, ref: s.lend()}, nil
 }
 
 // OffsetForTimestamp returns the first batch whose maxTimestamp >= ts: its

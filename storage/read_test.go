@@ -102,6 +102,7 @@ func TestReadAcrossSegments(t *testing.T) {
 	if r.Len > cfg.SegmentBytes {
 		t.Fatalf("read crossed a segment: %d", r.Len)
 	}
+	r.Release()
 	hs := readAll(t, l, false)
 	for i, h := range hs {
 		if h.BaseOffset != int64(2*i) {
@@ -194,7 +195,9 @@ func readChain(l *Log, uncommitted bool) error {
 			return nil
 		}
 		b := make([]byte, r.Len)
-		if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+		_, err = r.File.ReadAt(b, r.Pos)
+		r.Release()
+		if err != nil {
 			return err
 		}
 		for len(b) > 0 {

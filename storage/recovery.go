@@ -244,7 +244,7 @@ func (l *Log) completeSwaps() error {
 // was renamed) is dropped if the segment it would replace still exists,
 // since then none of the old segments was touched yet.
 func (l *Log) completeSwap(base int64, logs []int64) error {
-	out := newSegment(l, l.dir, base)
+	out := newSegment(l.dir, base)
 	out.tmp = swapSuffix
 	next, pos, err := scanSwap(out.path(logSuffix), base)
 	if err != nil {

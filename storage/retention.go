@@ -73,7 +73,8 @@ func (l *Log) DeleteRecordsBefore(offset int64) (logStart int64, err error) {
 // deleteSegmentsLocked drops the first n segments from the log and
 // schedules their files for removal after file.delete.delay.ms: they are
 // renamed to *.deleted now and their descriptors stay open until then, so
-// Regions handed out before stay readable.
+// reads that found them before still work (Regions handed out hold their
+// descriptors open until released anyway).
 func (l *Log) deleteSegmentsLocked(n int) (int, error) {
 	if n == 0 {
 		return 0, nil

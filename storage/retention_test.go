@@ -120,8 +120,9 @@ func TestDeleteRecordsBefore(t *testing.T) {
 }
 
 // TestDeletedSegmentRegionStaysValid checks that a Region handed out before
-// retention deletes its segment still reads the same bytes until
-// file.delete.delay.ms has passed.
+// retention deletes its segment still reads the same bytes while its files
+// wait file.delete.delay.ms for removal, and after they are removed, until
+// it is released.
 func TestDeletedSegmentRegionStaysValid(t *testing.T) {
 	cfg := testConfig()
 	cfg.RetentionBytes = 0
@@ -132,14 +133,14 @@ func TestDeletedSegmentRegionStaysValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := readRegion(t, r)
+	before := peekRegion(t, r)
 	if n, _ := l.EnforceRetention(time.Now().UnixMilli()); n == 0 {
 		t.Fatal("nothing deleted")
 	}
 	if _, err := os.Stat(filepath.Join(dir, segmentName(0, logSuffix+deletedSuffix))); err != nil {
 		t.Fatalf("not renamed to .deleted: %v", err)
 	}
-	if after := readRegion(t, r); string(after) != string(before) {
+	if after := peekRegion(t, r); string(after) != string(before) {
 		t.Fatal("region changed after delete")
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -150,5 +151,8 @@ func TestDeletedSegmentRegionStaysValid(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("deleted file still there: %v", err)
 		}
+	}
+	if after := readRegion(t, r); string(after) != string(before) {
+		t.Fatal("region changed after its file was removed")
 	}
 }

@@ -45,10 +45,6 @@ type segment struct {
 	hints [boundaryHints]atomic.Uint64
 
 	dir string
-	// owner is the log the segment belongs to (its file.delete.delay.ms
-	// delays the close of an evicted descriptor that lent a Region); nil
-	// for a segment outside a log.
-	owner *Log
 	// fd is the .log descriptor, opened on demand (see logfiles.go); get
 	// it with file.
 	fd segFile
@@ -139,8 +135,8 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 	return base, err == nil && base >= 0
 }
 
-func newSegment(owner *Log, dir string, base int64) *segment {
-	s := &segment{base: base, dir: dir, owner: owner, createdMs: time.Now().UnixMilli()}
+func newSegment(dir string, base int64) *segment {
+	s := &segment{base: base, dir: dir, createdMs: time.Now().UnixMilli()}
 	s.lastOff.Store(base - 1)
 	s.maxTs.Store(-1)
 	s.maxTsOff.Store(-1)
@@ -158,7 +154,7 @@ func createSegment(l *Log, base int64, cfg Config) (*segment, error) {
 // cleaner output (tmp != "") keeps its descriptor and mappings pinned
 // until it is published (unpin) or discarded.
 func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, error) {
-	s := newSegment(l, l.dir, base)
+	s := newSegment(l.dir, base)
 	s.tmp = tmp
 	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
 		if err := os.Remove(s.path(suf)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -177,7 +173,7 @@ func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, erro
 		return nil, err
 	}
 	if tmp != "" {
-		s.fd.f.Store(f)
+		s.fd.f.Store(newLogFile(f))
 		s.fd.pinned = true
 		return s, nil
 	}
@@ -197,7 +193,7 @@ func createSegmentAs(l *Log, base int64, cfg Config, tmp string) (*segment, erro
 // start. (Logs that start anew at an offset no checkpoint names yet, as
 // truncation does, create their segment files at once: createSegment.)
 func newEmptySegment(l *Log, base int64, cfg Config) *segment {
-	s := newSegment(l, l.dir, base)
+	s := newSegment(l.dir, base)
 	s.mtimeMs = s.createdMs
 	s.activateEmpty(cfg)
 	s.unmade.Store(true)
@@ -208,7 +204,7 @@ func newEmptySegment(l *Log, base int64, cfg Config) *segment {
 // indexes mapped when first used. Its bytes may not be durable (it may be
 // a crashed process's tail), so the first flush fsyncs it.
 func openSegment(l *Log, base int64) (*segment, error) {
-	s := newSegment(l, l.dir, base)
+	s := newSegment(l.dir, base)
 	st, err := os.Stat(s.path(logSuffix))
 	if err != nil {
 		return nil, err
@@ -564,8 +560,9 @@ func (s *segment) close() error {
 var errSegmentDeleted = errors.New("storage: segment deleted")
 
 // renameDeleted renames the segment's files to *.deleted; the log
-// descriptor, pinned open first, keeps working for in-flight Regions and
-// readers until removeDeleted. deleted is set under the index lock, so no
+// descriptor, pinned open first, keeps working for readers that found the
+// segment before until removeDeleted (a Region holds its descriptor open
+// itself until it is released). deleted is set under the index lock, so no
 // reader maps the index files by name after this point (a cleaned segment
 // may reuse the names).
 func (s *segment) renameDeleted() error {

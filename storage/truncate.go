@@ -14,8 +14,9 @@ package storage
 //     segment list is published; then it turns even again. A Read during
 //     which the generation changed, or that failed while it was odd, is
 //     retried, so a Read never fails because of a concurrent truncation.
-//  3. Segments wholly above the cut are renamed *.deleted and stay open for
-//     file.delete.delay.ms, as retention's, so Regions in them stay valid.
+//  3. Segments wholly above the cut are renamed *.deleted and removed after
+//     file.delete.delay.ms, as retention's; Regions in them hold their
+//     descriptors open until released.
 //  4. The segment holding the cut is truncated in place and sealed; the log
 //     continues in a new segment at the cut. No byte is ever written again
 //     at or after a cut position of a file, so a Region handed out before a

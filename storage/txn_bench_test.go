@@ -49,9 +49,11 @@ func BenchmarkReadCommitted(b *testing.B) {
 			b.ReportAllocs()
 			i := int64(0)
 			for b.Loop() {
-				if _, err := bc.read(i * 97 % 1500); err != nil {
+				r, err := bc.read(i * 97 % 1500)
+				if err != nil {
 					b.Fatal(err)
 				}
+				r.Release()
 				i++
 			}
 		})

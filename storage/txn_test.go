@@ -150,6 +150,7 @@ func TestTxnLSOWaitsForMarkerBelowHighWatermark(t *testing.T) {
 	if err != nil || r.NextOffset != 5 {
 		t.Fatalf("ReadCommitted = %+v, %v", r, err)
 	}
+	r.Release()
 }
 
 func TestTxnReadCommittedStopsAtLSO(t *testing.T) {
@@ -168,9 +169,11 @@ func TestTxnReadCommittedStopsAtLSO(t *testing.T) {
 	if r, err := l.ReadCommitted(2, 1<<20); err != nil || r.Len != 0 {
 		t.Fatalf("ReadCommitted at the LSO = %+v, %v; want nothing", r, err)
 	}
-	if r, err := l.Read(2, 1<<20, false); err != nil || r.NextOffset != 6 {
+	r, err = l.Read(2, 1<<20, false)
+	if err != nil || r.NextOffset != 6 {
 		t.Fatalf("read_uncommitted = %+v, %v; want up to 6", r, err)
 	}
+	r.Release()
 }
 
 func TestTxnMarkerFencing(t *testing.T) {
@@ -580,7 +583,9 @@ func TestTxnConcurrentReadCommitted(t *testing.T) {
 					continue
 				}
 				b := make([]byte, r.Len)
-				if _, err := r.File.ReadAt(b, r.Pos); err != nil {
+				_, err = r.File.ReadAt(b, r.Pos)
+				r.Release()
+				if err != nil {
 					errs <- err
 					return
 				}
