@@ -20,6 +20,10 @@ import "runtime"
 // A Read that overlaps a truncation is retried, so it never fails because
 // bytes were cut under it; see truncate.go for what a Region handed out
 // before a truncation reads.
+//
+// A Region with Len > 0 keeps its segment's descriptor open until it is
+// released (Region.Release): the caller, or whoever it hands the Region
+// to, releases it exactly once when done with it.
 func (l *Log) Read(offset int64, maxBytes int32, uncommitted bool) (Region, error) {
 	if uncommitted {
 		return l.read(offset, maxBytes, limitLogEnd)
