@@ -126,6 +126,9 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 				l.SendfileCPUPerGB, l.ReceiveWriteCPUPerGB, l.ReceiveWriteMBps)
 		}
 	}
+	if ws := rep.filledWorkloads(); len(ws) > 0 {
+		fmt.Fprintf(&b, "- **Page cache**: before each run of %s the runner filled the page cache with a ballast file's clean pages (`--fill-page-cache`), the state of a host that has run a broker for a while, so the brokers' writes reclaim cached pages. On a VM that hands freed memory back to its host (virtio free page reporting) a fresh page faults on the host when first written, and without the ballast a produce run measures that more than the broker (the run notes give the ballast's own first fill rate, which is that fresh-page write speed).\n", strings.Join(ws, ", "))
+	}
 	if o.Nice != 0 {
 		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers it starts ran at nice %d, so that other work on the (shared) machine disturbs them less.\n", o.Nice)
 	}
@@ -368,4 +371,27 @@ func shortMethod(m string) string {
 		return "syscall + io_uring tracepoints"
 	}
 	return m
+}
+
+// filledWorkloads names the workloads whose runs all started with the page
+// cache filled, in table order ("every workload" if that is all of them).
+func (rep *Report) filledWorkloads() []string {
+	filled, unfilled := map[string]bool{}, map[string]bool{}
+	for _, r := range rep.Runs {
+		if r.PageCacheFilled {
+			filled[r.Workload] = true
+		} else {
+			unfilled[r.Workload] = true
+		}
+	}
+	var out []string
+	for _, w := range rep.Workloads {
+		if filled[w.Name] && !unfilled[w.Name] {
+			out = append(out, "`"+w.Name+"`")
+		}
+	}
+	if len(out) > 0 && len(out) == len(rep.Workloads) {
+		return []string{"every workload"}
+	}
+	return out
 }
