@@ -60,12 +60,15 @@ type Options struct {
 	KafkaLibs string `json:"-"`
 	Java      string `json:"-"`
 	SluiceBin string `json:"-"`
-	WorkDir   string `json:"-"`
-	Markdown  string `json:"-"`
-	ChartDir  string `json:"-"`
-	JSON      string `json:"-"`
-	Command   string `json:"command"` // as given, for the report
-	Verbose   bool   `json:"-"`
+	// SluiceConfig is configuration (server.properties lines) every Sluice
+	// broker of the run gets, to compare a setting against the defaults.
+	SluiceConfig string `json:"sluice_config,omitempty"`
+	WorkDir      string `json:"-"`
+	Markdown     string `json:"-"`
+	ChartDir     string `json:"-"`
+	JSON         string `json:"-"`
+	Command      string `json:"command"` // as given, for the report
+	Verbose      bool   `json:"-"`
 }
 
 // RunRecord is one workload run against one broker in one round.
@@ -295,6 +298,7 @@ func Main(ctx context.Context, args []string, suite Suite) error {
 	fs.StringVar(&o.Java, "java", "java", "java binary for Kafka")
 	fs.StringVar(&o.SluiceBin, "sluice-bin", "", "sluice binary to run Sluice with (default: sluice beside this binary, else on $PATH)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where broker data dirs and logs go (default: a new temp dir)")
+	sluiceConfig := fs.String("sluice-config", "", "a properties file every Sluice broker also reads (compare a setting; recorded in the report)")
 	fs.StringVar(&o.Markdown, "markdown", "", "update this BENCHMARKS.md's generated section")
 	fs.StringVar(&o.ChartDir, "charts", "", "write SVG charts into this directory")
 	fs.StringVar(&o.JSON, "json", "", "write every run as JSON to this file")
@@ -306,6 +310,13 @@ func Main(ctx context.Context, args []string, suite Suite) error {
 		return err
 	}
 	o.Command = "benchcompare " + name + " " + strings.Join(args, " ")
+	if *sluiceConfig != "" {
+		text, err := os.ReadFile(*sluiceConfig)
+		if err != nil {
+			return err
+		}
+		o.SluiceConfig = string(text)
+	}
 	if o.Quick {
 		if !flagSet(fs, "rounds") {
 			o.Rounds = 1
@@ -366,6 +377,14 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 	}
 	rep := &Report{Options: o, Started: time.Now(), Machine: DescribeMachine(o.Java)}
 	env := brokerEnv{sluice: o.SluiceBin, java: o.Java, kafkaLibs: o.KafkaLibs, workDir: o.WorkDir}
+	if o.SluiceConfig != "" {
+		env.extraProps = func(kind BrokerKind, _, _ int) string {
+			if kind != Sluice {
+				return ""
+			}
+			return o.SluiceConfig
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err

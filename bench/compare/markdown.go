@@ -104,7 +104,11 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 			Replace(KafkaServerProperties(11111, 22222, "DATA_DIR/kraft-logs"))
 		fmt.Fprintf(&b, "\n  <details><summary>Kafka's server.properties</summary>\n\n  ```properties\n%s  ```\n  </details>\n\n", indent(props, "  "))
 	}
-	fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
+	if o.SluiceConfig == "" {
+		fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
+	} else {
+		fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR --config FILE`, the file holding `%s`.", strings.Join(strings.Fields(o.SluiceConfig), " "))
+	}
 	if containsKind(o.Brokers, Kfake) {
 		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`benchcompare serve-kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
 	}
