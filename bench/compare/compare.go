@@ -52,16 +52,23 @@ type Options struct {
 	ZeroCopy       bool          `json:"zero_copy"`
 	Limits         bool          `json:"limits"`
 	Nice           int           `json:"nice"` // scheduling priority of the runner and the brokers
+	// FillPageCache: before every run the page cache is filled with a
+	// ballast file's clean pages (bench.Ballast), a long-running host's
+	// steady state, so writes reclaim pages instead of faulting in fresh ones.
+	FillPageCache bool `json:"fill_page_cache"`
 
 	KafkaLibs string `json:"-"`
 	Java      string `json:"-"`
 	SluiceBin string `json:"-"`
-	WorkDir   string `json:"-"`
-	Markdown  string `json:"-"`
-	ChartDir  string `json:"-"`
-	JSON      string `json:"-"`
-	Command   string `json:"command"` // as given, for the report
-	Verbose   bool   `json:"-"`
+	// SluiceConfig is configuration (server.properties lines) every Sluice
+	// broker of the run gets, to compare a setting against the defaults.
+	SluiceConfig string `json:"sluice_config,omitempty"`
+	WorkDir      string `json:"-"`
+	Markdown     string `json:"-"`
+	ChartDir     string `json:"-"`
+	JSON         string `json:"-"`
+	Command      string `json:"command"` // as given, for the report
+	Verbose      bool   `json:"-"`
 }
 
 // RunRecord is one workload run against one broker in one round.
@@ -74,7 +81,9 @@ type RunRecord struct {
 	ClientCPU  float64               `json:"client_cpu_seconds"` // the load generator's (this process's), same span
 	PeakRSS    int64                 `json:"broker_peak_rss_bytes"`
 	ZeroCopy   *bench.ZeroCopyReport `json:"zero_copy,omitempty"`
-	Err        string                `json:"error,omitempty"`
+	// PageCacheFilled: the run started with the page cache full (Options.FillPageCache).
+	PageCacheFilled bool   `json:"page_cache_filled,omitempty"`
+	Err             string `json:"error,omitempty"`
 }
 
 // Report is a whole comparison.
@@ -284,10 +293,12 @@ func Main(ctx context.Context, args []string, suite Suite) error {
 	}
 	fs.IntVar(&o.Nice, "nice", defNice, "run the runner and brokers at this nice level (negative needs root; 0 leaves it)")
 	fs.BoolVar(&o.Limits, "limits", true, "measure the machine's loopback sendfile and sequential write limits")
+	fs.BoolVar(&o.FillPageCache, "fill-page-cache", true, "fill the page cache with a ballast file's clean pages before every run (a long-running host's state; needs free disk about the size of memory)")
 	fs.StringVar(&o.KafkaLibs, "kafka-libs", filepath.Join(home, ".cache", "sluice-bench", "kafka-"+KafkaVersion, "libs"), "directory of Apache Kafka's jars (bench/kafka.sh fills it)")
 	fs.StringVar(&o.Java, "java", "java", "java binary for Kafka")
 	fs.StringVar(&o.SluiceBin, "sluice-bin", "", "sluice binary to run Sluice with (default: sluice beside this binary, else on $PATH)")
 	fs.StringVar(&o.WorkDir, "work-dir", "", "where broker data dirs and logs go (default: a new temp dir)")
+	sluiceConfig := fs.String("sluice-config", "", "a properties file every Sluice broker also reads (compare a setting; recorded in the report)")
 	fs.StringVar(&o.Markdown, "markdown", "", "update this BENCHMARKS.md's generated section")
 	fs.StringVar(&o.ChartDir, "charts", "", "write SVG charts into this directory")
 	fs.StringVar(&o.JSON, "json", "", "write every run as JSON to this file")
@@ -299,6 +310,13 @@ func Main(ctx context.Context, args []string, suite Suite) error {
 		return err
 	}
 	o.Command = "benchcompare " + name + " " + strings.Join(args, " ")
+	if *sluiceConfig != "" {
+		text, err := os.ReadFile(*sluiceConfig)
+		if err != nil {
+			return err
+		}
+		o.SluiceConfig = string(text)
+	}
 	if o.Quick {
 		if !flagSet(fs, "rounds") {
 			o.Rounds = 1
@@ -359,6 +377,14 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 	}
 	rep := &Report{Options: o, Started: time.Now(), Machine: DescribeMachine(o.Java)}
 	env := brokerEnv{sluice: o.SluiceBin, java: o.Java, kafkaLibs: o.KafkaLibs, workDir: o.WorkDir}
+	if o.SluiceConfig != "" {
+		env.extraProps = func(kind BrokerKind, _, _ int) string {
+			if kind != Sluice {
+				return ""
+			}
+			return o.SluiceConfig
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -415,10 +441,17 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 			rep.Options.Nice = 0
 		}
 	}
+	fill := func() bool { return false }
+	if o.FillPageCache {
+		var stop func()
+		fill, stop = pageCacheFiller(&env, rep, log)
+		defer stop()
+	}
 	measureLimits := func() {
 		if !o.Limits {
 			return
 		}
+		fill()
 		fmt.Fprintln(log, "bench: measuring machine limits (sequential write, loopback sendfile)…")
 		size, d := int64(512<<20), 4*time.Second
 		if o.Quick {
@@ -448,7 +481,9 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 					rep.Finished = time.Now()
 					return rep, ctx.Err()
 				}
+				filled := fill()
 				rec := runOne(ctx, &env, o, w, b, round, log)
+				rec.PageCacheFilled = filled
 				rep.Runs = append(rep.Runs, rec)
 				fmt.Fprintf(log, "bench: round %d/%d %-16s %-7s %s\n", round, o.Rounds, w.Name, b, rec.brief(w))
 			}
@@ -457,6 +492,45 @@ func Run(ctx context.Context, o Options, log io.Writer) (*Report, error) {
 	measureLimits()
 	rep.Finished = time.Now()
 	return rep, nil
+}
+
+// Page-cache ballast sizing: the free memory a top-up leaves (room for a
+// broker's start before reclaim begins) and the disk it leaves free for the
+// brokers' data.
+const (
+	ballastKeepFree = 512 << 20
+	ballastKeepDisk = 24 << 30
+)
+
+// pageCacheFiller makes the ballast in env's work directory and returns a
+// function that tops it up (true if the page cache is full after it) and
+// one that removes it. Without room for it, a note says so and fill does
+// nothing.
+func pageCacheFiller(env *brokerEnv, rep *Report, log io.Writer) (fill func() bool, stop func()) {
+	b, err := bench.NewBallast(env.workDir, 0, ballastKeepDisk)
+	if err != nil {
+		rep.Notes = append(rep.Notes, "page cache not filled: "+err.Error())
+		fmt.Fprintln(log, "bench: page cache not filled:", err)
+		return func() bool { return false }, func() {}
+	}
+	first := true
+	fill = func() bool {
+		n, took, err := b.Fill(ballastKeepFree)
+		if err != nil {
+			fmt.Fprintln(log, "bench: page-cache ballast:", err)
+			return false
+		}
+		if first && n > 0 {
+			first = false
+			rep.Notes = append(rep.Notes, fmt.Sprintf("page cache filled by a %.1f GiB ballast file; its first fill wrote %.1f GB of fresh page-cache pages at %.0f MB/s (write-back included)",
+				float64(b.Size())/(1<<30), float64(n)/1e9, float64(n)/1e6/took.Seconds()))
+		}
+		if n > 0 {
+			fmt.Fprintf(log, "bench: page cache topped up: %.1f GB in %.1f s\n", float64(n)/1e9, took.Seconds())
+		}
+		return true
+	}
+	return fill, func() { b.Close() }
 }
 
 func containsKind(ks []BrokerKind, k BrokerKind) bool {

@@ -104,7 +104,11 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 			Replace(KafkaServerProperties(11111, 22222, "DATA_DIR/kraft-logs"))
 		fmt.Fprintf(&b, "\n  <details><summary>Kafka's server.properties</summary>\n\n  ```properties\n%s  ```\n  </details>\n\n", indent(props, "  "))
 	}
-	fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
+	if o.SluiceConfig == "" {
+		fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR` with defaults.")
+	} else {
+		fmt.Fprintf(&b, "- **Sluice**: `sluice serve --listen 127.0.0.1:PORT --data-dir DIR --config FILE`, the file holding `%s`.", strings.Join(strings.Fields(o.SluiceConfig), " "))
+	}
 	if containsKind(o.Brokers, Kfake) {
 		fmt.Fprintf(&b, " **kfake**: franz-go's in-memory test broker, in its own process (`benchcompare serve-kfake --port PORT`); it keeps everything in memory and writes nothing to disk.")
 	}
@@ -125,6 +129,9 @@ func (rep *Report) Markdown(mdPath, chartDir string) string {
 			fmt.Fprintf(&b, "- **The kernel's CPU per GB without a broker** (lowest of the two measurements; a thread's user+system time, `getrusage(RUSAGE_THREAD)`): the sending thread of that sendfile stream **%.3f s/GB**; a thread reading a loopback stream into a 1 MiB buffer and `pwrite(2)`-ing each read to fresh page-cache pages, **%.3f s/GB** at %.0f MB/s (socket copy plus page-cache copy, a produce path's kernel part). On loopback the TCP work of both ends runs in whichever thread happens to send or read (an ACK read by one end transmits what the other queued), so these are a scale for the brokers' figures, not a floor under them.\n",
 				l.SendfileCPUPerGB, l.ReceiveWriteCPUPerGB, l.ReceiveWriteMBps)
 		}
+	}
+	if ws := rep.filledWorkloads(); len(ws) > 0 {
+		fmt.Fprintf(&b, "- **Page cache**: before each run of %s the runner filled the page cache with a ballast file's clean pages (`--fill-page-cache`), the state of a host that has run a broker for a while, so the brokers' writes reclaim cached pages. On a VM that hands freed memory back to its host (virtio free page reporting) a fresh page faults on the host when first written, and without the ballast a produce run measures that more than the broker (the run notes give the ballast's own first fill rate, which is that fresh-page write speed).\n", strings.Join(ws, ", "))
 	}
 	if o.Nice != 0 {
 		fmt.Fprintf(&b, "- **Priority**: the runner and the brokers it starts ran at nice %d, so that other work on the (shared) machine disturbs them less.\n", o.Nice)
@@ -368,4 +375,27 @@ func shortMethod(m string) string {
 		return "syscall + io_uring tracepoints"
 	}
 	return m
+}
+
+// filledWorkloads names the workloads whose runs all started with the page
+// cache filled, in table order ("every workload" if that is all of them).
+func (rep *Report) filledWorkloads() []string {
+	filled, unfilled := map[string]bool{}, map[string]bool{}
+	for _, r := range rep.Runs {
+		if r.PageCacheFilled {
+			filled[r.Workload] = true
+		} else {
+			unfilled[r.Workload] = true
+		}
+	}
+	var out []string
+	for _, w := range rep.Workloads {
+		if filled[w.Name] && !unfilled[w.Name] {
+			out = append(out, "`"+w.Name+"`")
+		}
+	}
+	if len(out) > 0 && len(out) == len(rep.Workloads) {
+		return []string{"every workload"}
+	}
+	return out
 }
