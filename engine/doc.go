@@ -8,7 +8,9 @@
 // and calls the callback exactly once with a *Response: a list of parts, each
 // a byte slice or a file region of a segment (storage.Region). File regions
 // are how fetches stay zero-copy: the record bytes go from the page cache to
-// the socket without entering the broker's memory.
+// the socket without entering the broker's memory. A region holds its
+// segment's descriptor open until the network layer calls Response.Release,
+// exactly once, after writing the parts or dropping the connection.
 //
 // Requests on one connection are handled one at a time, as Kafka does (it
 // mutes a channel until the response to its current request is sent), so a
