@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -73,9 +74,13 @@ const logFirstErrors = 3
 func (cp *copiers) kind(err error) {
 	kind := err.Error()
 	var ke *kerr.Error
+	var ne *net.OpError
 	switch {
 	case errors.As(err, &ke):
 		kind = ke.Message
+	case errors.As(err, &ne):
+		// Without the address, so a broker down counts as one kind.
+		kind = ne.Op + ": " + ne.Err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		kind = "timeout"
 	case len(kind) > 60:
