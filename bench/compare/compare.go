@@ -811,6 +811,8 @@ func ReportMain(args []string) error {
 	in := fs.String("json", "", "report written by benchcompare kafka|kfake --json")
 	md := fs.String("markdown", "", "update this BENCHMARKS.md's generated section")
 	charts := fs.String("charts", "", "write SVG charts into this directory")
+	merge := fs.String("merge", "", "a saved report: keep its runs of the workloads --json does not have (as benchcompare kafka --merge)")
+	out := fs.String("out", "", "write the (merged) report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -823,6 +825,16 @@ func ReportMain(args []string) error {
 	}
 	if rep.Options.Suite == SuiteCluster {
 		return reportCluster(*in, *md, *charts)
+	}
+	if *merge != "" {
+		if rep, err = mergeInto(*merge, rep); err != nil {
+			return err
+		}
+	}
+	if *out != "" {
+		if err := bench.WriteJSONFile(*out, rep); err != nil {
+			return err
+		}
 	}
 	rep.WriteSummary(os.Stdout)
 	if *charts != "" {
