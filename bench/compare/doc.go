@@ -4,7 +4,8 @@
 // directories, runs the same bench workloads against each, measures the
 // machine's own limits (loopback sendfile, sequential write), the brokers'
 // CPU time and peak RSS, and writes BENCHMARKS.md's generated sections and
-// SVG charts. Before each run it fills the page cache with a ballast file
+// SVG charts. Before each run of those two suites it fills the page cache
+// with a ballast file
 // (bench.Ballast), so that writes meet the memory of a host that has run
 // for a while rather than free pages a VM may have handed back.
 //
