@@ -5,9 +5,9 @@
 // machine's own limits (loopback sendfile, sequential write), the brokers'
 // CPU time and peak RSS, and writes BENCHMARKS.md's generated sections and
 // SVG charts. Before each run of those two suites it fills the page cache
-// with a ballast file
-// (bench.Ballast), so that writes meet the memory of a host that has run
-// for a while rather than free pages a VM may have handed back.
+// with a ballast file (bench.Ballast), so that writes meet the memory of a
+// host that has run for a while rather than free pages a VM may have
+// handed back.
 //
 // It lives apart from package bench so that kfake, a test broker, is linked
 // only into benchcompare and never into the sluice binary.
