@@ -27,8 +27,9 @@ import (
 // descriptors, 128 mapped segments), so descriptors and mappings are evicted
 // and brought back all along. (The descriptor bound stays above half the
 // 2,000 partitions one fetch reads back: evicted descriptors that lent a
-// Region to the response count until they close, and past twice the bound
-// reads fail retriably for seconds; storage's own tests cover that.) Afterwards every surviving partition holds
+// Region to the response count until the response releases it, and past
+// twice the bound reads fail retriably until then; storage's own tests
+// cover that.) Afterwards every surviving partition holds
 // exactly its records and the deleted topics are gone, directories
 // included. Timings are logged, never asserted.
 func TestThreeThousandPartitionsSurviveRetentionRestartAndDeletion(t *testing.T) {

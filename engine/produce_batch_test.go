@@ -118,6 +118,7 @@ func TestProduceBatchAppendsTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer reg.Release()
 	stored := make([]byte, reg.Len)
 	if _, err := reg.File.ReadAt(stored, reg.Pos); err != nil {
 		t.Fatal(err)
