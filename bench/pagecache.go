@@ -45,7 +45,7 @@ const ballastChunk = 4 << 20
 // (at most maxBytes if that is positive) but leaving keepDisk bytes of the
 // file system free. It writes nothing yet.
 func NewBallast(dir string, maxBytes, keepDisk int64) (*Ballast, error) {
-	mem, err := meminfo("MemTotal")
+	mem, err := MemInfo("MemTotal")
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (b *Ballast) Fill(keepFree int64) (written int64, took time.Duration, err e
 	start := time.Now()
 	var window []int64 // MemFree before each of the last bursts, oldest first
 	for written < b.size {
-		free, err := meminfo("MemFree")
+		free, err := MemInfo("MemFree")
 		if err != nil {
 			return written, time.Since(start), err
 		}
@@ -136,8 +136,8 @@ func (b *Ballast) Close() error {
 	return errors.Join(b.f.Close(), os.Remove(b.path))
 }
 
-// meminfo reads one field of /proc/meminfo, in bytes.
-func meminfo(field string) (int64, error) {
+// MemInfo reads one field of /proc/meminfo, in bytes.
+func MemInfo(field string) (int64, error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0, err

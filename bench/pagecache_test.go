@@ -50,7 +50,7 @@ func TestBallastStopsAtItsGoal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	total, err := meminfo("MemTotal")
+	total, err := MemInfo("MemTotal")
 	if err != nil {
 		t.Fatal(err)
 	}

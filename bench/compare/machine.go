@@ -8,10 +8,11 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sluice-broker/sluice/bench"
 )
 
 // MachineInfo describes where a comparison ran.
@@ -36,8 +37,8 @@ func DescribeMachine(java string) MachineInfo {
 		m.Kernel = unix.ByteSliceToString(u.Sysname[:]) + " " + unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Machine[:])
 	}
 	m.CPUModel = procField("/proc/cpuinfo", "model name")
-	if kb, err := strconv.ParseInt(strings.TrimSuffix(procField("/proc/meminfo", "MemTotal"), " kB"), 10, 64); err == nil {
-		m.MemTotal = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+	if b, err := bench.MemInfo("MemTotal"); err == nil {
+		m.MemTotal = fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
 	}
 	if out, err := exec.Command(java, "-version").CombinedOutput(); err == nil {
 		m.JavaVersion = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
