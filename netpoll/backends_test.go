@@ -476,3 +476,55 @@ func TestShutdownRacingServe(t *testing.T) {
 		}
 	})
 }
+
+// TestStdShutdownRightAfterAReply: Shutdown that starts just after a
+// connection wrote a reply, while it has not yet begun waiting for the next
+// request, returns at once. It used to lose the race: the connection set its
+// next read deadline (the idle timeout) over the one Shutdown had set to the
+// past, and waited for a request that never came — a broker stop in a CI
+// run took its whole 20 s budget and failed. The hook widens the window the
+// race needed a preemption to hit.
+func TestStdShutdownRightAfterAReply(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		t.Run(fmt.Sprintf("first-request=%v", first), func(t *testing.T) {
+			s, addr := startServer(t, BackendStd, echo, Options{IdleTimeout: time.Hour})
+			paused := make(chan struct{}, 1)
+			resume := make(chan struct{})
+			hook := func(served int) {
+				if served == 1 || (first && served == 0) {
+					paused <- struct{}{}
+					<-resume
+				}
+			}
+			stdBeforeReadForTest.Store(&hook)
+			t.Cleanup(func() { stdBeforeReadForTest.Store(nil) })
+			c := dial(t, addr)
+			if !first {
+				writeFrame(t, c, []byte("ping"))
+				readFrameT(t, c)
+			}
+			<-paused
+			shut := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				shut <- s.Shutdown(ctx)
+			}()
+			waitClosing(t, s.(*StdServer))
+			close(resume)
+			if err := <-shut; err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+		})
+	}
+}
+
+// waitClosing waits until Shutdown has begun on s.
+func waitClosing(t *testing.T, s *StdServer) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !s.isClosing(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Shutdown did not begin")
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -170,6 +171,11 @@ type stdConn struct {
 
 func (c *stdConn) deliver(r Reply) { c.replies <- r }
 
+// stdBeforeReadForTest, when set, runs before a connection sets the read
+// deadline for its next request, with the number of requests it has served
+// (tests widen a race window with it).
+var stdBeforeReadForTest atomic.Pointer[func(served int)]
+
 // stopReading wakes a connection blocked waiting for its next request; a
 // request already being served still completes and its reply is written.
 func (c *stdConn) stopReading() { _ = c.nc.SetReadDeadline(time.Unix(1, 0)) }
@@ -184,7 +190,10 @@ func (c *stdConn) serve() {
 	h := c.srv.h.Open(info)
 	dl, _ := h.(Deadliner)
 	defer c.finish(h)
-	for {
+	for served := 0; ; served++ {
+		if hook := stdBeforeReadForTest.Load(); hook != nil {
+			(*hook)(served)
+		}
 		until := time.Now().Add(c.srv.opts.IdleTimeout)
 		if dl != nil {
 			if t := dl.Deadline(); t != 0 && t < until.UnixNano() {
@@ -192,6 +201,14 @@ func (c *stdConn) serve() {
 			}
 		}
 		if err := c.nc.SetReadDeadline(until); err != nil {
+			return
+		}
+		// Shutdown sets closing before it sets every read deadline to the
+		// past; checked after ours, either Shutdown's deadline came later
+		// or we see closing. Unchecked, a Shutdown between the last reply
+		// and the line above left this connection waiting out the idle
+		// timeout.
+		if c.srv.isClosing() {
 			return
 		}
 		frame, err := readFrame(in, c.hdr[:], frameLimit(h, c.srv.opts.MaxFrame))
