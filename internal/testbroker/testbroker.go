@@ -7,6 +7,8 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +87,11 @@ func (tb *Broker) Stop(t testing.TB) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := tb.srv.Shutdown(ctx); err != nil {
-		t.Errorf("shutdown: %v", err)
+		// What held the shutdown up is on some goroutine's stack; a CI
+		// log has nothing else to go on.
+		var stacks strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		t.Errorf("shutdown: %v\ngoroutines:\n%s", err, stacks.String())
 	}
 	tb.srv = nil
 }
